@@ -1,0 +1,3 @@
+from openforgerl.cli import main
+
+main()

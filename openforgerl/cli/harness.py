@@ -1,0 +1,7 @@
+"""forge harness commands."""
+
+from __future__ import annotations
+
+import click
+
+from openforgerl.cli import cli

@@ -1,0 +1,1 @@
+"""Environments: the local Docker engine, the base image, the registry, and (``forge build-env``) task images."""

@@ -1,0 +1,1 @@
+"""Rollouts: the recording proxy, runtimes, harness adapters, trajectories and the orchestrator."""

@@ -1,0 +1,1 @@
+"""Serving a policy model with an inference engine (vLLM) for rollouts: ``forge serve``."""

@@ -1,0 +1,1 @@
+"""Task synthesis (``forge synth``): propose tasks from reference assets, dedupe, filter."""

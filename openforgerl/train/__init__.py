@@ -1,0 +1,1 @@
+"""Training: veRL GRPO through an AgentLoop over harness rollouts, and SFT export."""
