@@ -78,3 +78,30 @@ class GpuPart(Part):
             return self.status(False, f"nvidia-smi found no GPU: {out.stderr.strip()[:200]}",
                                fix="check the NVIDIA driver")
         return self.status(True, "; ".join(line.strip() for line in out.stdout.splitlines()))
+
+
+# Parts in the order ``doctor`` shows them and ``stack up`` readies them. Each module owns its part;
+# they are imported lazily so ``forge --help`` stays fast and a missing optional extra only affects its row.
+PART_PATHS: dict[str, str] = {
+    "docker": "openforgerl.envs.docker_engine:DockerEnginePart",
+    "base-image": "openforgerl.envs.base_image:BaseImagePart",
+    "registry": "openforgerl.envs.registry:RegistryPart",
+    "model": "openforgerl.models.parts:ModelPart",
+    "vllm": "openforgerl.serving.vllm:VllmPart",
+    "harnesses": "openforgerl.rollout.harnesses.install:HarnessesPart",
+    "gpu": "openforgerl.stack:GpuPart",
+}
+
+# What ``forge stack up`` makes ready; the model and harnesses have their own commands.
+STACK_UP = ("docker", "base-image", "registry")
+
+
+def load_part(key: str) -> Part:
+    import importlib
+
+    module_name, _, attr = PART_PATHS[key].partition(":")
+    return getattr(importlib.import_module(module_name), attr)()
+
+
+def default_parts(keys: tuple[str, ...] | None = None) -> list[Part]:
+    return [load_part(key) for key in (keys or tuple(PART_PATHS))]
