@@ -54,6 +54,10 @@ class Part(ABC):
             raise StackError(f"{self.name}: {status.detail}", fix=status.fix)
         return status
 
+    def stop(self) -> list[str]:
+        """Stop what ``ensure`` started (``forge stack down``); say what was stopped. Default: nothing."""
+        return []
+
     def status(self, ready: bool, detail: str, fix: str | None = None) -> PartStatus:
         return PartStatus(self.name, ready, detail, None if ready else fix, self.optional)
 
