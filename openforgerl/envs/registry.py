@@ -1,0 +1,159 @@
+"""The local image registry: Debian ``docker-registry`` (distribution 2.8) on 127.0.0.1:PORT.
+
+Invariant: the registry only ever listens on loopback, keeps its blobs under
+``forge_home()/registry`` and is started by forge with a pid file, so ``forge stack down`` stops it;
+a port held by anything that is not an open (no-auth) registry is reported, never taken over.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import socket
+import time
+
+import httpx
+import yaml
+
+from openforgerl.envs import _proc
+from openforgerl.errors import ResourceError, StackError
+from openforgerl.paths import forge_home, state_dir
+from openforgerl.stack import Action, Part, PartStatus, Reporter
+
+HOST = "127.0.0.1"
+DEFAULT_PORT = 5000
+PORT_ENV = "OPENFORGERL_REGISTRY_PORT"
+SERVICE = "registry"
+START_TIMEOUT_S = 30
+PROBE_TIMEOUT_S = 3
+API_HEADER = "Docker-Distribution-Api-Version"
+
+
+def registry_port() -> int:
+    """The port forge's registry uses: $OPENFORGERL_REGISTRY_PORT or 5000."""
+    return int(os.environ.get(PORT_ENV) or DEFAULT_PORT)
+
+
+def registry_address(port: int | None = None) -> str:
+    """``host:port`` to prefix image names with when pushing (``127.0.0.1:5000/name:tag``)."""
+    return f"{HOST}:{port or registry_port()}"
+
+
+def port_in_use(port: int, host: str = HOST) -> bool:
+    """Whether something already holds ``host:port`` (we try to bind it, then let go at once)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT does not count
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return True
+            raise
+    return False
+
+
+def probe_registry(port: int) -> tuple[str, str]:
+    """(state, detail): state is ``up``, ``free`` (nothing there) or ``foreign`` (something else)."""
+    url = f"http://{HOST}:{port}/v2/"
+    try:
+        # trust_env=False: a proxy from the environment must never see loopback traffic.
+        with httpx.Client(timeout=PROBE_TIMEOUT_S, trust_env=False) as client:
+            response = client.get(url)
+    except httpx.HTTPError as exc:
+        if port_in_use(port):
+            return "foreign", f"port {port} on {HOST} is taken by something that does not answer HTTP ({type(exc).__name__})"
+        return "free", f"no registry running on {HOST}:{port}"
+    is_registry = response.headers.get(API_HEADER, "").startswith("registry/2")
+    if response.status_code == 200 and is_registry:
+        return "up", f"registry at {HOST}:{port} ({response.headers[API_HEADER]})"
+    what = "a registry that requires login" if is_registry else "something that is not a Docker registry"
+    return "foreign", f"port {port} on {HOST} is taken by {what} (GET /v2/ -> HTTP {response.status_code})"
+
+
+def write_config(port: int) -> str:
+    """The registry's config (YAML in state_dir()); returns its path."""
+    storage = forge_home() / "registry"
+    storage.mkdir(parents=True, exist_ok=True)
+    config = {
+        "version": 0.1,
+        "log": {"level": "info", "formatter": "text"},
+        "storage": {"filesystem": {"rootdirectory": str(storage)}, "delete": {"enabled": True}},
+        "http": {"addr": f"{HOST}:{port}", "headers": {"X-Content-Type-Options": ["nosniff"]}},
+    }
+    path = state_dir() / "registry.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
+def registry_binary() -> str | None:
+    return shutil.which("docker-registry") or shutil.which("docker-registry", path="/usr/bin:/usr/sbin")
+
+
+class RegistryPart(Part):
+    """An open registry on 127.0.0.1:``port`` that ``docker push``/``pull`` can use without login."""
+
+    name = "registry"
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or registry_port()
+
+    def _port_fix(self) -> str:
+        return (f"stop what listens there (ss -ltnp 'sport = :{self.port}') or use another port: "
+                f"{PORT_ENV}=<free port> forge stack up")
+
+    def check(self) -> PartStatus:
+        state, detail = probe_registry(self.port)
+        if state == "up" and _proc.read_pid(SERVICE):
+            detail += f", started by forge, storage {forge_home() / 'registry'}"
+        fix = self._port_fix() if state == "foreign" else "forge stack up"
+        return self.status(state == "up", detail, fix=fix)
+
+    def ensure(self, report: Reporter) -> PartStatus:
+        state, detail = probe_registry(self.port)
+        if state == "up":
+            return self.check()
+        if state == "foreign":
+            raise ResourceError(detail, fix=self._port_fix())
+        if registry_binary() is None:
+            _proc.apt_install(["docker-registry"])
+            report(Action("installed Debian package docker-registry", "apt-get remove -y docker-registry"))
+            if probe_registry(self.port)[0] == "up":  # its init script may have started one
+                return self.check()
+        return self._start(report)
+
+    def _start(self, report: Reporter) -> PartStatus:
+        binary = registry_binary()
+        if binary is None:
+            raise StackError("docker-registry installed but its binary is missing",
+                             fix="apt-get install --reinstall docker-registry")
+        earlier = _proc.stop(SERVICE)  # ours, but not answering here (another port, or wedged)
+        if earlier:
+            report(Action(f"stopped the docker-registry forge started earlier (pid {earlier}), "
+                          f"which did not answer on {HOST}:{self.port}", "forge stack up with its old port"))
+        began = time.monotonic()
+        pid = _proc.start_detached([binary, "serve", write_config(self.port)], SERVICE)
+        self._wait_until_up(pid, began)
+        report(Action(f"started docker-registry on {HOST}:{self.port} (pid {pid}, up in "
+                      f"{time.monotonic() - began:.1f} s, storage {forge_home() / 'registry'}, "
+                      f"log {_proc.log_file(SERVICE)})",
+                      f"kill $(cat {_proc.pid_file(SERVICE)})"))
+        return self.check()
+
+    def _wait_until_up(self, pid: int, began: float) -> None:
+        while time.monotonic() - began < START_TIMEOUT_S:
+            state, detail = probe_registry(self.port)
+            if state == "up":
+                return
+            if not _proc.is_alive(pid):
+                raise StackError(f"docker-registry exited while starting: {_proc.log_tail(SERVICE)}",
+                                 fix=f"read {_proc.log_file(SERVICE)}")
+            time.sleep(0.2)
+        raise StackError(f"docker-registry (pid {pid}) did not answer on {HOST}:{self.port} within "
+                         f"{START_TIMEOUT_S} s: {_proc.log_tail(SERVICE)}",
+                         fix=f"read {_proc.log_file(SERVICE)}; stop it with kill {pid}")
+
+    def stop(self) -> list[str]:
+        pid = _proc.stop(SERVICE)
+        return [f"stopped docker-registry (pid {pid})"] if pid else []
