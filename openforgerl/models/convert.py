@@ -125,7 +125,8 @@ def convert(spec: ModelSpec, source: GgufSource, out: Path, *, marker: dict[str,
     out.mkdir(parents=True)
     with _conversion_errors(spec, source):
         model = transformers.AutoModelForCausalLM.from_pretrained(
-            str(source.path.parent), gguf_file=source.path.name, dtype=torch.float32)
+            str(source.path.parent), gguf_file=source.path.name, dtype=torch.float32,
+            quantization_config=transformers.GgufConfig(dequantize=True))
         # The GGUF loader leaves a quantizer attached although the weights are now plain fp32;
         # with it attached save_pretrained refuses or writes a quantization config vLLM rejects.
         model.hf_quantizer = None

