@@ -1,0 +1,16 @@
+"""Unit tests of the local-stack parts run with their own forge home, never the machine's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def own_forge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "forge-home"
+    monkeypatch.setenv("OPENFORGERL_HOME", str(home))
+    for name in ("OPENFORGERL_DEBIAN_MIRROR", "OPENFORGERL_REGISTRY_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    return home
