@@ -90,7 +90,7 @@ def stack_up(mirror: str | None) -> None:
     for part in parts:
         def report(action: Action, name: str = part.name) -> None:
             changes.append(action)
-            console.print(f"[bold]{name}[/]: {escape(action.did)}\n  undo: {escape(action.undo)}")
+            console.print(f"[bold]{name}[/]: {escape(action.did)}\n  undo: {escape(action.undo)}", soft_wrap=True)
 
         with console.status(f"{part.name}: checking and making ready"):
             part.ensure(report)

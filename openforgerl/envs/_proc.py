@@ -10,12 +10,14 @@ Also here: ``apt_install``, the one way the local stack installs Debian packages
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from openforgerl.errors import StackError
@@ -125,6 +127,15 @@ def log_tail(name: str, lines: int = 8) -> str:
     except OSError:
         return "(no log)"
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def exclusive(name: str) -> Iterator[None]:
+    """Hold ``state_dir()/NAME.lock`` so two forge commands never start or build the same thing at once."""
+    state_dir().mkdir(parents=True, exist_ok=True)
+    with open(state_dir() / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, even if we crash
+        yield
 
 
 def is_root() -> bool:

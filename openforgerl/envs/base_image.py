@@ -23,7 +23,7 @@ from docker.errors import DockerException, ImageNotFound
 
 from openforgerl.envs import _proc
 from openforgerl.envs.docker_engine import docker_client
-from openforgerl.errors import EnvBuildError, StackError, UserError
+from openforgerl.errors import EnvBuildError, ResourceError, StackError, UserError
 from openforgerl.paths import forge_home
 from openforgerl.stack import Action, Part, PartStatus, Reporter
 
@@ -137,9 +137,17 @@ def _dpkg_arch() -> str:
 
 # ---- building -------------------------------------------------------------------------------
 
+def _raise_if_no_space(output: str, doing: str) -> None:
+    if "no space left on device" in output.lower():
+        raise ResourceError(f"no space left on device while {doing}",
+                            fix=f"free disk space (df -h {forge_home()}) or point OPENFORGERL_HOME at a "
+                                "larger disk, then rerun forge stack up")
+
+
 def _run(cmd: list[str], doing: str) -> None:
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
+        _raise_if_no_space(out.stdout + out.stderr, doing)
         tail = " | ".join((out.stderr.strip() or out.stdout.strip()).splitlines()[-5:])
         raise EnvBuildError(f"{doing} failed (exit {out.returncode}): {tail}",
                             fix="check the mirror and the network, then rerun forge stack up")
@@ -222,15 +230,16 @@ class BaseImagePart(Part):
         return self.status(True, f"{IMAGE} (recipe {self.key}, user {AGENT_USER} uid {AGENT_UID})")
 
     def ensure(self, report: Reporter) -> PartStatus:
-        status = self.check()
-        if status.ready:
-            return status
-        docker_client()  # an engine problem is reported as such, not as a build failure
-        tarball = cached_rootfs(self.key)
-        if not tarball.is_file():
-            self._build(tarball, report)
-        self._import(tarball, report)
-        return self.check()
+        with _proc.exclusive(self.name):  # one debootstrap at a time, the others then find the image
+            status = self.check()
+            if status.ready:
+                return status
+            docker_client()  # an engine problem is reported as such, not as a build failure
+            tarball = cached_rootfs(self.key)
+            if not tarball.is_file():
+                self._build(tarball, report)
+            self._import(tarball, report)
+            return self.check()
 
     def _build(self, tarball: Path, report: Reporter) -> None:
         mirror = self.mirror or find_mirror()
@@ -256,6 +265,7 @@ class BaseImagePart(Part):
         try:
             docker_client(timeout=600).api.import_image_from_file(str(tarball), repository, tag, changes)
         except DockerException as exc:
+            _raise_if_no_space(str(exc), f"importing {IMAGE}")
             raise EnvBuildError(f"docker import of {tarball} failed: {exc}",
                                 fix=f"delete {tarball} and rerun forge stack up") from exc
         report(Action(f"imported {IMAGE} from {tarball.name} in {time.monotonic() - began:.0f} s",

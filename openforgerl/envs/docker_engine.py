@@ -94,6 +94,10 @@ class DockerEnginePart(Part):
         return "up", f"Docker {version} at {_socket_hint()}{started}"
 
     def ensure(self, report: Reporter) -> PartStatus:
+        with _proc.exclusive(SERVICE):
+            return self._ensure(report)
+
+    def _ensure(self, report: Reporter) -> PartStatus:
         state, detail = self._probe()
         if state == "no-permission":
             raise DockerError(detail, fix=NO_PERMISSION_FIX)

@@ -111,6 +111,10 @@ class RegistryPart(Part):
         return self.status(state == "up", detail, fix=fix)
 
     def ensure(self, report: Reporter) -> PartStatus:
+        with _proc.exclusive(SERVICE):
+            return self._ensure(report)
+
+    def _ensure(self, report: Reporter) -> PartStatus:
         state, detail = probe_registry(self.port)
         if state == "up":
             return self.check()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from openforgerl.envs.base_image import INCLUDE, BaseImagePart, cached_rootfs, recipe_key
 
 
@@ -24,3 +26,16 @@ def test_key_depends_on_suite_and_architecture_but_not_on_the_mirror():
 
 def test_cache_lives_under_the_forge_home(own_forge_home):
     assert cached_rootfs(recipe_key()).is_relative_to(own_forge_home / "cache")
+
+
+def test_a_full_disk_while_packing_the_rootfs_names_the_disk_not_the_mirror(tmp_path):
+    from openforgerl.envs.base_image import _run
+    from openforgerl.errors import ResourceError
+
+    (tmp_path / "rootfs").mkdir()
+    (tmp_path / "rootfs" / "file").write_text("x" * 100_000)
+    # /dev/full fails every write with ENOSPC, as a full disk does.
+    with pytest.raises(ResourceError) as caught:
+        _run(["tar", "-C", str(tmp_path / "rootfs"), "-cf", "/dev/full", "."], "packing the rootfs")
+    assert "no space left on device while packing the rootfs" in str(caught.value)
+    assert "df -h" in caught.value.fix
