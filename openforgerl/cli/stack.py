@@ -46,7 +46,7 @@ def blocking(statuses: list[PartStatus]) -> list[PartStatus]:
 
 
 def status_table(statuses: list[PartStatus]) -> Table:
-    table = Table(title="openforgerl local stack", title_justify="left")
+    table = Table(title="openforgerl local stack", title_justify="left", expand=True)
     table.add_column("part", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("detail", overflow="fold", ratio=3)

@@ -24,7 +24,7 @@ from docker.errors import DockerException, ImageNotFound
 from openforgerl.envs import _proc
 from openforgerl.envs.docker_engine import docker_client
 from openforgerl.errors import EnvBuildError, ResourceError, StackError, UserError
-from openforgerl.paths import forge_home
+from openforgerl.paths import forge_home, state_dir
 from openforgerl.stack import Action, Part, PartStatus, Reporter
 
 IMAGE = "openforgerl/base:bookworm"
@@ -36,7 +36,7 @@ VARIANT = "minbase"
 INCLUDE = ("ca-certificates", "curl", "git", "jq", "procps", "python3", "python3-venv", "xz-utils")
 # The unprivileged user agents run as (some harnesses refuse to run as root).
 AGENT_USER, AGENT_UID = "agent", 1000
-# Bump when the steps after debootstrap change, so cached tarballs and the image are rebuilt.
+# Bump when the steps after debootstrap or IMPORT_CHANGES change, so the cache and image are rebuilt.
 RECIPE_VERSION = 1
 KEY_LABEL = "org.openforgerl.base-key"
 MIRROR_ENV = "OPENFORGERL_DEBIAN_MIRROR"
@@ -174,6 +174,22 @@ def _finish_rootfs(rootfs: Path) -> None:
                 entry.unlink()
 
 
+def _debootstrap(rootfs: Path, mirror: str, include: tuple[str, ...], suite: str) -> None:
+    try:
+        _run(["debootstrap", f"--variant={VARIANT}", f"--include={','.join(include)}", suite,
+              str(rootfs), mirror], f"debootstrap {suite} from {mirror}")
+    except EnvBuildError as exc:
+        # The real reason is in the target's log, which is deleted with the scratch dir: keep a copy.
+        log = rootfs / "debootstrap" / "debootstrap.log"
+        kept = state_dir() / "debootstrap.log"
+        read = ""
+        if log.is_file():
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, kept)
+            read = f"read {kept}; "
+        raise EnvBuildError(exc.what, fix=f"{read}if the mirror is wrong, {MIRROR_FIX}") from exc
+
+
 def build_rootfs_tarball(target: Path, mirror: str, include: tuple[str, ...] = INCLUDE,
                          suite: str = SUITE) -> None:
     """debootstrap into a scratch dir next to ``target`` and tar it there (atomically renamed)."""
@@ -181,8 +197,7 @@ def build_rootfs_tarball(target: Path, mirror: str, include: tuple[str, ...] = I
     scratch = Path(tempfile.mkdtemp(prefix="rootfs-", dir=target.parent))
     rootfs, partial = scratch / "rootfs", scratch / "rootfs.tar"
     try:
-        _run(["debootstrap", f"--variant={VARIANT}", f"--include={','.join(include)}", suite,
-              str(rootfs), mirror], f"debootstrap {suite} from {mirror}")
+        _debootstrap(rootfs, mirror, include, suite)
         _unmount_below(rootfs)
         _finish_rootfs(rootfs)
         _run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."], "packing the rootfs")
@@ -246,7 +261,7 @@ class BaseImagePart(Part):
         if not _proc.is_root():
             raise StackError(f"building {IMAGE} runs debootstrap, which needs root",
                              fix="rerun forge stack up as root (sudo forge stack up)")
-        if shutil.which("debootstrap") is None:
+        if shutil.which("debootstrap", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None:
             _proc.apt_install(["debootstrap", "debian-archive-keyring"])
             report(Action("installed Debian packages debootstrap, debian-archive-keyring",
                           "apt-get remove -y debootstrap"))
