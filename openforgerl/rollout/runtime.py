@@ -1,0 +1,138 @@
+"""Where a rollout runs: a ``Runtime`` starts one ``Sandbox`` per rollout (a container, a pod, a temp dir).
+
+Invariant: a started sandbox is always removed. ``Runtime.sandbox()`` owns it as an async context
+manager and ``Sandbox.stop()`` (framework-owned, idempotent, shielded from cancellation) runs on
+every exit path; implementations only provide the ``_remove`` hook. Every ``exec`` has a wall-clock
+timeout after which its whole process tree is killed, and reports that as data, not an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+# Labels every sandbox carries, so a sweep can find what a dead run left behind.
+LABEL_RUN = "openforgerl.run"
+LABEL_ROLLOUT = "openforgerl.rollout"
+LABEL_TASK = "openforgerl.task"
+LABEL_ATTEMPT = "openforgerl.attempt"
+LABEL_OWNER_PID = "openforgerl.owner-pid"
+LABEL_OWNER_HOST = "openforgerl.owner-host"
+
+
+class SandboxSpec(BaseModel):
+    """What to start for one rollout."""
+
+    image: str
+    """Image (docker) to run; ignored by the local runtime."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """run / rollout / task / attempt labels (see LABEL_*)."""
+    cpus: float | None = Field(None, gt=0)
+    memory_mb: int | None = Field(None, gt=0)
+    pids_limit: int | None = Field(4096, gt=0)
+    network: Literal["host", "bridge", "none"] = "host"
+    """host in this workplace; bridge + host-gateway where containers may not share the host network."""
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str = "/"
+    user: str | None = None
+    """Default user for exec (``uid:gid`` or a name); root when unset."""
+
+
+@dataclass
+class ExecResult:
+    """How one command in a sandbox ended. ``exit_code`` is None when it was killed on timeout."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def tail(self, chars: int = 600) -> str:
+        return (self.stderr.strip() or self.stdout.strip())[-chars:]
+
+
+@dataclass
+class SandboxHealth:
+    """Why a sandbox is gone, when it is: the orchestrator maps these to infra_error."""
+
+    running: bool
+    oom_killed: bool = False
+    detail: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Sandbox(ABC):
+    """One running sandbox. Subclasses implement the hooks; ``stop`` is the framework's."""
+
+    def __init__(self, sandbox_id: str) -> None:
+        self.id = sandbox_id
+        self._stopped = False
+
+    @abstractmethod
+    async def exec(self, command: Sequence[str], *, timeout: float | None = None, user: str | None = None,
+                   env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
+        """Run ``command``; on timeout kill its process tree and return ``timed_out=True``."""
+
+    @abstractmethod
+    async def put(self, src: Path, dest: str) -> None:
+        """Copy a host file or directory to ``dest`` (a directory path) in the sandbox."""
+
+    @abstractmethod
+    async def get(self, src: str, dest: Path) -> None:
+        """Copy a sandbox file or directory into the host directory ``dest``."""
+
+    @abstractmethod
+    async def health(self) -> SandboxHealth:
+        """Whether the sandbox still runs, and if not why (OOM, killed, ...)."""
+
+    @abstractmethod
+    async def _remove(self) -> None:
+        """Hook: delete the sandbox and everything in it. Must tolerate it being gone already."""
+
+    async def logs(self) -> str:
+        return ""
+
+    async def kill_strays(self) -> None:
+        """Kill every process the sandbox's own init did not start (what an agent left running),
+        so nothing the agent launched can still write while the verifier runs."""
+
+    async def stop(self) -> None:
+        """Remove the sandbox; idempotent and shielded so a cancelled rollout still cleans up."""
+        if self._stopped:
+            return
+        self._stopped = True
+        await asyncio.shield(self._remove())
+
+
+class Runtime(ABC):
+    """Starts sandboxes. One instance serves a whole run, concurrently."""
+
+    name: str = "runtime"
+
+    @abstractmethod
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        """Start a sandbox; raises SandboxError (an infra failure) when it cannot."""
+
+    async def sweep(self) -> int:
+        """Remove sandboxes left by runs whose owner process is gone; returns how many."""
+        return 0
+
+    @contextlib.asynccontextmanager
+    async def sandbox(self, spec: SandboxSpec) -> AsyncIterator[Sandbox]:
+        box = await self.start(spec)
+        try:
+            yield box
+        finally:
+            await box.stop()

@@ -1,0 +1,264 @@
+"""The ``docker`` runtime: one container per rollout on a real Docker engine (docker SDK).
+
+Invariant: every container is labelled with its run, rollout, task, attempt and the owning
+process, is hardened (caps dropped, no-new-privileges, cpu/memory/pids limits), and is removed by
+``stop``; ``sweep`` removes containers whose owner process on this host has died.
+Each exec runs in its own session (``setsid -w``) so a timeout kills the whole process tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import re
+import os
+import socket
+import tarfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import docker.errors
+from pydantic import BaseModel, Field
+
+from openforgerl.errors import ForgeError, SandboxError
+from openforgerl.rollout.runtime import (LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_RUN, ExecResult, Runtime,
+                                         Sandbox, SandboxHealth, SandboxSpec)
+
+# Docker's default capability set minus the ones an agent never needs (raw sockets, mknod, chroot,
+# file capabilities, audit). Enough for apt, chown and su inside the sandbox.
+DEFAULT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
+KILL_GRACE_S = 10.0
+OUTPUT_LIMIT = 4 * 1024 * 1024  # keep the last 4 MiB of each stream
+
+
+class DockerRuntimeConfig(BaseModel):
+    """Settings of the docker runtime."""
+
+    type: Literal["docker"] = "docker"
+    cap_add: list[str] = Field(default_factory=lambda: list(DEFAULT_CAPS))
+    """Capabilities kept after dropping ALL."""
+    host_gateway: bool = True
+    """With bridge networking, map host.docker.internal to the host (to reach the proxy)."""
+    start_timeout_sec: float = 60.0
+    """Docker API timeout for creating and starting a container."""
+
+
+class DockerRuntime(Runtime):
+    name = "docker"
+
+    def __init__(self, config: DockerRuntimeConfig | None = None) -> None:
+        self.config = config or DockerRuntimeConfig()
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from openforgerl.envs.docker_engine import docker_client
+
+            try:
+                self._client = docker_client(timeout=self.config.start_timeout_sec)
+            except ForgeError as exc:  # a rollout records this as an infra error
+                raise SandboxError(f"docker engine unavailable: {exc.what}", fix=exc.fix) from exc
+        return self._client
+
+    async def start(self, spec: SandboxSpec) -> DockerSandbox:
+        return await asyncio.to_thread(self._start, spec)
+
+    def _start(self, spec: SandboxSpec) -> DockerSandbox:
+        labels = {**spec.labels, LABEL_OWNER_PID: str(os.getpid()), LABEL_OWNER_HOST: socket.gethostname()}
+        self._ensure_image(spec.image)
+        try:
+            container = self.client.containers.run(spec.image, ["sleep", "infinity"], **self._run_kwargs(spec, labels))
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(f"image {spec.image} not found", fix="build it (forge build-env) or fix the task's image") from exc
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"docker could not start {spec.image}: {exc.explanation or exc}") from exc
+        return DockerSandbox(container, spec)
+
+    def _ensure_image(self, image: str) -> None:
+        """Never let ``run`` pull implicitly: only a loopback registry may be pulled from."""
+        try:
+            self.client.images.get(image)
+            return
+        except docker.errors.ImageNotFound:
+            pass
+        if not _is_loopback_registry(image):
+            raise SandboxError(f"image {image} not found", fix="build it (forge build-env) or fix the task's image")
+        try:
+            self.client.images.pull(image)
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"pulling {image} failed: {exc.explanation or exc}",
+                               fix="push it to the local registry (forge build-env --push) or fix the reference") from exc
+
+    def _run_kwargs(self, spec: SandboxSpec, labels: dict[str, str]) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "detach": True, "labels": labels, "environment": spec.env, "working_dir": spec.workdir,
+            "network_mode": spec.network, "cap_drop": ["ALL"], "cap_add": self.config.cap_add,
+            "security_opt": ["no-new-privileges"], "pids_limit": spec.pids_limit,
+            "init": True,  # tini as PID 1 reaps what killed exec sessions leave behind
+            "name": f"forge-{labels.get(LABEL_RUN, 'run')[:24]}-{uuid.uuid4().hex[:8]}",
+        }
+        if spec.cpus:
+            kwargs["nano_cpus"] = int(spec.cpus * 1e9)
+        if spec.memory_mb:
+            kwargs["mem_limit"] = f"{spec.memory_mb}m"
+            kwargs["memswap_limit"] = f"{spec.memory_mb}m"  # no swap: an OOM is an OOM
+        if spec.network == "bridge" and self.config.host_gateway:
+            kwargs["extra_hosts"] = {"host.docker.internal": "host-gateway"}
+        return kwargs
+
+    async def sweep(self) -> int:
+        return await asyncio.to_thread(self._sweep)
+
+    def _sweep(self) -> int:
+        host, removed = socket.gethostname(), 0
+        for container in self.client.containers.list(all=True, filters={"label": LABEL_RUN}):
+            labels = container.labels
+            if labels.get(LABEL_OWNER_HOST) != host or _pid_alive(int(labels.get(LABEL_OWNER_PID, "0") or 0)):
+                continue
+            container.remove(force=True)
+            removed += 1
+        return removed
+
+
+def _is_loopback_registry(image: str) -> bool:
+    first = image.split("/", 1)[0] if "/" in image else ""
+    host = first.rsplit(":", 1)[0] if first.count(":") == 1 else first
+    return host in ("localhost", "127.0.0.1", "[::1]") or host.startswith("127.")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class DockerSandbox(Sandbox):
+    def __init__(self, container: Any, spec: SandboxSpec) -> None:
+        super().__init__(container.id[:12])
+        self.container = container
+        self.spec = spec
+
+    @property
+    def _api(self) -> Any:
+        return self.container.client.api
+
+    async def exec(self, command: Sequence[str], *, timeout: float | None = None, user: str | None = None,
+                   env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
+        marker = f"/tmp/.forge-exec-{uuid.uuid4().hex[:12]}"
+        # The shell records its pid (the session leader after setsid), then becomes the command.
+        wrapped = ["setsid", "-w", "sh", "-c", f'echo $$ > {marker}; exec "$@"', "forge-exec", *command]
+        exec_id = await asyncio.to_thread(self._create_exec, wrapped, user, env, cwd)
+        started = time.monotonic()
+        run = asyncio.ensure_future(asyncio.to_thread(self._api.exec_start, exec_id, demux=True))
+        try:
+            stdout, stderr = await asyncio.wait_for(asyncio.shield(run), timeout)
+        except asyncio.TimeoutError:
+            await self._kill_session(marker)
+            stdout, stderr = await _settle(run)
+            return ExecResult(None, _text(stdout), _text(stderr), time.monotonic() - started, timed_out=True)
+        code = (await asyncio.to_thread(self._api.exec_inspect, exec_id)).get("ExitCode")
+        code, err = _signal_status(code, _text(stderr))
+        return ExecResult(code, _text(stdout), err, time.monotonic() - started)
+
+    def _create_exec(self, command: list[str], user: str | None, env: Mapping[str, str] | None,
+                     cwd: str | None) -> str:
+        try:
+            return self._api.exec_create(self.container.id, command, user=user or self.spec.user or "",
+                                         environment=dict(env or {}), workdir=cwd)["Id"]
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"cannot exec in container {self.id}: {exc.explanation or exc}") from exc
+
+    async def _kill_session(self, marker: str) -> None:
+        script = f'pid=$(cat {marker} 2>/dev/null) && kill -KILL -- -"$pid" 2>/dev/null; pkill -KILL -s "$pid" 2>/dev/null; true'
+        with _quiet():
+            exec_id = await asyncio.to_thread(self._create_exec, ["sh", "-c", script], "0", None, None)
+            await asyncio.to_thread(self._api.exec_start, exec_id)
+
+    async def kill_strays(self) -> None:
+        # Session 1 is docker-init and its child; field 6 of /proc/PID/stat is the session id.
+        script = ('for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = $$ ] && continue; '
+                  's=$(cut -d" " -f6 "$d/stat" 2>/dev/null) || continue; '
+                  '[ "$s" = 1 ] || [ "$s" = $$ ] || kill -KILL "$p" 2>/dev/null; done; true')
+        with _quiet():
+            exec_id = await asyncio.to_thread(self._create_exec, ["sh", "-c", script], "0", None, None)
+            await asyncio.to_thread(self._api.exec_start, exec_id)
+
+    async def put(self, src: Path, dest: str) -> None:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            tar.add(str(src), arcname=src.name)
+        await self.exec(["mkdir", "-p", dest], user="0")
+        ok = await asyncio.to_thread(self.container.put_archive, dest, buffer.getvalue())
+        if not ok:
+            raise SandboxError(f"copying {src} into {self.id}:{dest} failed")
+
+    async def get(self, src: str, dest: Path) -> None:
+        try:
+            stream, _ = await asyncio.to_thread(self.container.get_archive, src)
+            data = await asyncio.to_thread(lambda: b"".join(stream))
+        except docker.errors.NotFound as exc:
+            raise SandboxError(f"{src} does not exist in container {self.id}") from exc
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(dest, filter="data")
+
+    async def health(self) -> SandboxHealth:
+        try:
+            await asyncio.to_thread(self.container.reload)
+        except docker.errors.NotFound:
+            return SandboxHealth(False, detail="container was removed")
+        state = self.container.attrs.get("State", {})
+        running = state.get("Status") == "running"
+        detail = "" if running else f"container {state.get('Status')} (exit {state.get('ExitCode')})"
+        return SandboxHealth(running, oom_killed=bool(state.get("OOMKilled")), detail=detail)
+
+    async def logs(self) -> str:
+        with _quiet():
+            return _text(await asyncio.to_thread(self.container.logs))
+        return ""  # the container is gone
+
+    async def _remove(self) -> None:
+        with _quiet():
+            await asyncio.to_thread(self.container.remove, force=True)
+
+
+async def _settle(run: asyncio.Future) -> tuple[bytes | None, bytes | None]:
+    """Wait (bounded) for an exec whose session was killed, returning what it printed."""
+    try:
+        return await asyncio.wait_for(run, KILL_GRACE_S)
+    except Exception:  # still stuck, or the exec errored: the output is lost, the timeout is not
+        return None, None
+
+
+_SETSID_SIGNALLED = re.compile(r"setsid: child \d+ did not exit normally[^\n]*\n?$")
+
+
+def _signal_status(code: int | None, stderr: str) -> tuple[int | None, str]:
+    """``setsid -w`` exits with the raw wait status when its child dies of a signal; report it the
+    shell's way (128 + signal, so an OOM kill reads 137) and drop setsid's own message."""
+    match = _SETSID_SIGNALLED.search(stderr)
+    if code is None or not match:
+        return code, stderr
+    return 128 + (code & 0x7F), stderr[: match.start()]
+
+
+def _text(data: bytes | None) -> str:
+    if not data:
+        return ""
+    return data[-OUTPUT_LIMIT:].decode("utf-8", errors="replace")
+
+
+def _quiet() -> contextlib.suppress:
+    """Ignore Docker API errors during cleanup: the container may already be gone."""
+    return contextlib.suppress(docker.errors.APIError, SandboxError)

@@ -1,0 +1,120 @@
+"""The ``local`` runtime: a temp directory and a process group per rollout, for machines with no engine.
+
+Invariant: sandbox paths map under the sandbox's root directory (``/app/x`` -> ``ROOT/app/x``) for
+``put``/``get``, commands run with ``cwd`` and ``HOME`` inside that root and ``FORGE_SANDBOX_ROOT`` set,
+and every command runs in its own session so a timeout kills its whole process tree. This is
+isolation by convention only (no namespaces): use it for trusted tasks written with relative paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from openforgerl.errors import SandboxError
+from openforgerl.rollout.runtime import ExecResult, Runtime, Sandbox, SandboxHealth, SandboxSpec
+
+OUTPUT_LIMIT = 4 * 1024 * 1024
+
+
+class LocalRuntimeConfig(BaseModel):
+    """Settings of the local runtime."""
+
+    type: Literal["local"] = "local"
+    base_dir: str | None = None
+    """Where sandbox directories are created (default: the system temp dir)."""
+
+
+class LocalRuntime(Runtime):
+    name = "local"
+
+    def __init__(self, config: LocalRuntimeConfig | None = None) -> None:
+        self.config = config or LocalRuntimeConfig()
+
+    async def start(self, spec: SandboxSpec) -> LocalSandbox:
+        root = Path(tempfile.mkdtemp(prefix="forge-sandbox-", dir=self.config.base_dir))
+        (root / "home").mkdir()
+        return LocalSandbox(root, spec)
+
+
+class LocalSandbox(Sandbox):
+    def __init__(self, root: Path, spec: SandboxSpec) -> None:
+        super().__init__(root.name)
+        self.root = root
+        self.spec = spec
+
+    def host_path(self, sandbox_path: str) -> Path:
+        """Map an absolute or relative sandbox path into the root (never outside it)."""
+        resolved = (self.root / sandbox_path.lstrip("/")).resolve()
+        if resolved != self.root.resolve() and self.root.resolve() not in resolved.parents:
+            raise SandboxError(f"path {sandbox_path!r} escapes the sandbox root")
+        return resolved
+
+    async def exec(self, command: Sequence[str], *, timeout: float | None = None, user: str | None = None,
+                   env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
+        full_env = {**os.environ, **self.spec.env, **(env or {}), "HOME": str(self.root / "home"),
+                    "FORGE_SANDBOX_ROOT": str(self.root)}
+        workdir = self.host_path(cwd or self.spec.workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command, cwd=workdir, env=full_env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            return ExecResult(127, "", f"cannot run {command[0]}: {exc}", time.monotonic() - started)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except asyncio.TimeoutError:
+            _kill_group(proc.pid)
+            out, err = await proc.communicate()
+            return ExecResult(None, _text(out), _text(err), time.monotonic() - started, timed_out=True)
+        finally:
+            if proc.returncode is None:  # cancelled: never leave the tree behind
+                _kill_group(proc.pid)
+        return ExecResult(proc.returncode, _text(out), _text(err), time.monotonic() - started)
+
+    async def put(self, src: Path, dest: str) -> None:
+        target = self.host_path(dest)
+        target.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            await asyncio.to_thread(shutil.copytree, src, target / src.name, dirs_exist_ok=True)
+        else:
+            await asyncio.to_thread(shutil.copy2, src, target / src.name)
+
+    async def get(self, src: str, dest: Path) -> None:
+        source = self.host_path(src)
+        if not source.exists():
+            raise SandboxError(f"{src} does not exist in sandbox {self.id}")
+        dest.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            await asyncio.to_thread(shutil.copytree, source, dest / source.name, dirs_exist_ok=True)
+        else:
+            await asyncio.to_thread(shutil.copy2, source, dest / source.name)
+
+    async def health(self) -> SandboxHealth:
+        alive = self.root.is_dir()
+        return SandboxHealth(alive, detail="" if alive else "sandbox directory was removed")
+
+    async def _remove(self) -> None:
+        await asyncio.to_thread(shutil.rmtree, self.root, True)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _text(data: bytes | None) -> str:
+    return (data or b"")[-OUTPUT_LIMIT:].decode("utf-8", errors="replace")

@@ -1,0 +1,147 @@
+"""Runtimes against a real Docker engine (and the local process runtime)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from openforgerl.errors import SandboxError
+from openforgerl.rollout.runtime import LABEL_RUN, SandboxSpec
+from openforgerl.rollout.runtimes import DockerRuntimeConfig, LocalRuntimeConfig, make_runtime
+
+BASE = "openforgerl/base:bookworm"
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture(scope="module")
+def docker_runtime():
+    from openforgerl.envs.docker_engine import docker_client
+
+    docker_client()  # fails loudly (with the fix) when the engine is down
+    return make_runtime(DockerRuntimeConfig())
+
+
+def spec(**kw) -> SandboxSpec:
+    return SandboxSpec(image=BASE, labels={LABEL_RUN: "pytest-runtimes"}, **kw)
+
+
+@pytest.mark.docker
+def test_container_is_hardened_labelled_and_removed(docker_runtime):
+    async def go():
+        async with docker_runtime.sandbox(spec(cpus=1, memory_mb=256, pids_limit=64)) as box:
+            attrs = box.container.attrs["HostConfig"]
+            assert attrs["CapDrop"] == ["ALL"] and "NET_RAW" not in attrs["CapAdd"]
+            assert attrs["SecurityOpt"] == ["no-new-privileges"]
+            assert attrs["Memory"] == 256 * 2**20 and attrs["PidsLimit"] == 64 and attrs["NanoCpus"] == 10**9
+            assert attrs["NetworkMode"] == "host"
+            assert box.container.labels[LABEL_RUN] == "pytest-runtimes"
+            result = await box.exec(["sh", "-c", "echo out; echo err >&2; exit 3"])
+            assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n")
+            user = await box.exec(["id", "-u"], user="1000:1000")
+            assert user.stdout.strip() == "1000"
+            return box.container
+    container = run(go())
+    import docker.errors
+    with pytest.raises(docker.errors.NotFound):
+        container.reload()
+
+
+@pytest.mark.docker
+def test_timeout_kills_the_whole_process_tree(docker_runtime):
+    async def go():
+        async with docker_runtime.sandbox(spec()) as box:
+            result = await box.exec(["sh", "-c", "sleep 300 & sleep 300 & sleep 300"], timeout=1.5)
+            assert result.timed_out and result.exit_code is None and result.seconds < 15
+            ps = await box.exec(["sh", "-c", "ps -eo args | grep -c '^sleep 300' || true"])
+            assert ps.stdout.strip() == "0"
+    run(go())
+
+
+@pytest.mark.docker
+def test_kill_strays_ends_escaped_daemons_but_keeps_the_sandbox(docker_runtime):
+    async def go():
+        async with docker_runtime.sandbox(spec()) as box:
+            await box.exec(["sh", "-c", "setsid sleep 300 > /dev/null 2>&1 < /dev/null &"])
+            assert "sleep 300" in (await box.exec(["ps", "-eo", "args"])).stdout
+            await box.kill_strays()
+            assert "sleep 300" not in (await box.exec(["ps", "-eo", "args"])).stdout
+            assert (await box.health()).running
+    run(go())
+
+
+@pytest.mark.docker
+def test_copy_in_and_out(docker_runtime, tmp_path: Path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test.sh").write_text("echo ok\n")
+    async def go():
+        async with docker_runtime.sandbox(spec()) as box:
+            await box.put(tmp_path / "tests", "/opt/verifier")
+            assert (await box.exec(["sh", "/opt/verifier/tests/test.sh"])).stdout == "ok\n"
+            await box.exec(["sh", "-c", "mkdir -p /logs && echo 1 > /logs/r.txt"])
+            await box.get("/logs/r.txt", tmp_path / "out")
+            with pytest.raises(SandboxError, match="does not exist"):
+                await box.get("/nope", tmp_path / "out")
+    run(go())
+    assert (tmp_path / "out" / "r.txt").read_text() == "1\n"
+
+
+@pytest.mark.docker
+def test_missing_image_and_oom_are_reported(docker_runtime):
+    async def go():
+        with pytest.raises(SandboxError, match="image openforgerl/does-not-exist:1 not found"):
+            await docker_runtime.start(SandboxSpec(image="openforgerl/does-not-exist:1"))
+        async with docker_runtime.sandbox(spec(memory_mb=64)) as box:
+            hog = await box.exec(["python3", "-c", "x = bytearray(512 * 2**20)"], timeout=60)
+            assert hog.exit_code == 137  # SIGKILL from the kernel's OOM killer, not a Python MemoryError
+    run(go())
+
+
+@pytest.mark.docker
+def test_sweep_removes_containers_of_dead_owners(docker_runtime):
+    import docker
+
+    client = docker.from_env()
+    orphan = client.containers.run(BASE, ["sleep", "infinity"], detach=True, network_mode="host",
+                                   labels={LABEL_RUN: "dead-run", "openforgerl.owner-pid": "999999999",
+                                           "openforgerl.owner-host": __import__("socket").gethostname()})
+    async def go():
+        async with docker_runtime.sandbox(spec()) as live:
+            removed = await docker_runtime.sweep()
+            assert removed >= 1
+            assert (await live.health()).running  # ours (owner alive) is kept
+    run(go())
+    with pytest.raises(docker.errors.NotFound):
+        orphan.reload()
+
+
+def test_only_loopback_registries_are_ever_pulled_from():
+    from openforgerl.rollout.runtimes.docker import _is_loopback_registry
+
+    assert _is_loopback_registry("127.0.0.1:5000/forge/task:1")
+    assert _is_loopback_registry("localhost:5000/x@sha256:" + "a" * 64)
+    assert not _is_loopback_registry("ubuntu:22.04")
+    assert not _is_loopback_registry("docker.io/library/debian")
+    assert not _is_loopback_registry("10.0.0.2:5000/x")
+
+
+def test_local_runtime_maps_paths_times_out_and_cleans_up(tmp_path: Path):
+    runtime = make_runtime(LocalRuntimeConfig(base_dir=str(tmp_path)))
+    (tmp_path / "in.txt").write_text("hello")
+    async def go():
+        async with runtime.sandbox(SandboxSpec(image="unused")) as box:
+            await box.put(tmp_path / "in.txt", "/app")
+            assert (box.root / "app" / "in.txt").read_text() == "hello"
+            done = await box.exec(["sh", "-c", "cat app/in.txt; echo $HOME"])
+            assert done.stdout.startswith("hello") and done.stdout.strip().endswith("/home")
+            slow = await box.exec(["sh", "-c", "sleep 30 & sleep 30"], timeout=0.5)
+            assert slow.timed_out and slow.seconds < 5
+            with pytest.raises(SandboxError, match="escapes"):
+                box.host_path("../../etc/passwd")
+            return box.root
+    root = run(go())
+    assert not root.exists()
