@@ -1,0 +1,47 @@
+"""forge proxy: the recording proxy between harnesses and the inference engine."""
+
+from __future__ import annotations
+
+import click
+
+from openforgerl.cli import cli
+
+
+@cli.command()
+@click.option("--engine", "engine_type", type=click.Choice(["vllm", "scripted"]), default="vllm", show_default=True,
+              help="vllm: a vLLM server (token-in/token-out); scripted: canned answers, for tests and benchmarks.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8100, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
+@click.option("--admin-token", envvar="FORGE_PROXY_ADMIN_TOKEN", required=True,
+              help="Bearer token of the admin API (or $FORGE_PROXY_ADMIN_TOKEN).")
+@click.option("--model", "model_name", default="smollm2", show_default=True,
+              help="The policy: served model name, and whose tokenizer/chat template to use.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Where rollout logs are written and recovered from (default: ~/.cache/openforgerl/proxy).")
+@click.option("--tokenizer", type=click.Path(exists=True, file_okay=False), default=None,
+              help="A Hugging Face tokenizer directory instead of the pulled model's.")
+@click.option("--engine-url", default="http://127.0.0.1:8000", show_default=True, help="vLLM base URL.")
+@click.option("--engine-route", type=click.Choice(["completions", "generate"]), default="completions",
+              show_default=True, help="vLLM route: /v1/completions (streams) or /inference/v1/generate.")
+@click.option("--script", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Scripted engine: a YAML/JSON file with the scripted engine's config (turns, latency_s, ...).")
+@click.option("--unknown-model", type=click.Choice(["serve", "reject"]), default="serve", show_default=True,
+              help="A request for another model name: serve it with the policy, or answer 404.")
+@click.option("-o", "--set", "overrides", multiple=True, help="Config override key.path=value (repeatable).")
+def proxy(engine_type: str, host: str, port: int, admin_token: str, model_name: str, data_dir: str | None,
+          tokenizer: str | None, engine_url: str, engine_route: str, script: str | None, unknown_model: str,
+          overrides: tuple[str, ...]) -> None:
+    """Serve harness model calls (OpenAI Chat/Responses, Anthropic Messages) and record them token-exactly."""
+    from openforgerl.config import read_config_file, resolve
+    from openforgerl.rollout.proxy.config import ProxyConfig
+    from openforgerl.rollout.proxy.server import serve
+
+    engine = {"type": "vllm", "base_url": engine_url, "route": engine_route} if engine_type == "vllm" else \
+        {"type": "scripted", **(read_config_file(script) if script else {})}
+    defaults = {"host": host, "port": port, "admin_token": admin_token, "model": model_name,
+                "tokenizer": tokenizer, "unknown_model": unknown_model, "engine": engine}
+    if data_dir:
+        defaults["data_dir"] = data_dir
+    config = resolve(ProxyConfig, None, list(overrides), defaults=defaults)
+    click.echo(f"forge proxy: http://{host}:{port} -> {engine_type}, logs in {config.data_dir}", err=True)
+    serve(config)

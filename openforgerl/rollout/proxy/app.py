@@ -1,0 +1,286 @@
+"""The proxy's HTTP surface: a raw ASGI app (no framework) — model routes, admin routes, errors.
+
+Key invariant: bad input never produces a 5xx — every refusal is a 4xx in the caller's dialect
+(400 malformed, 401 token, 404 model/route, 413 size, 415 content type); 503 means the engine
+failed. A client that disconnects mid-answer cancels its engine request and is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from openforgerl.errors import ProviderError, ProxyError
+from openforgerl.log import get_logger
+from openforgerl.rollout.proxy.conversation import BadRequest, ChatRequest, Event
+from openforgerl.rollout.proxy.dialect import Dialect, Reply, collect, make_dialect
+from openforgerl.rollout.proxy.service import ProxyService
+
+log = get_logger(__name__)
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+DIALECT_ROUTES = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
+JSON_HEADERS = [(b"content-type", b"application/json")]
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
+               (b"x-accel-buffering", b"no")]
+
+
+class ClientGone(Exception):
+    """The client hung up before its request was read."""
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+        self.status, self.message, self.kind = status, message, kind
+        super().__init__(message)
+
+
+async def send_json(send: Send, status: int, body: Any) -> None:
+    data = orjson.dumps(body)
+    await send({"type": "http.response.start", "status": status,
+                "headers": JSON_HEADERS + [(b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def read_body(receive: Receive, headers: dict[bytes, bytes], limit: int) -> bytes:
+    declared = headers.get(b"content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise HttpError(413, f"request body of {int(declared)} bytes exceeds the limit of {limit}",
+                        "request_too_large")
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise HttpError(413, f"request body exceeds the limit of {limit} bytes", "request_too_large")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def parse_json(headers: dict[bytes, bytes], body: bytes) -> Any:
+    content_type = headers.get(b"content-type", b"application/json").split(b";")[0].strip().lower()
+    if content_type != b"application/json" and not content_type.endswith(b"+json"):
+        raise HttpError(415, f"content-type must be application/json, not {content_type.decode('latin-1')!r}")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise HttpError(400, f"the body is not valid JSON: {exc}") from None
+
+
+def api_key(headers: dict[bytes, bytes]) -> str | None:
+    auth = headers.get(b"authorization", b"")
+    if auth[:7].lower() == b"bearer ":
+        return auth[7:].strip().decode("latin-1")
+    key = headers.get(b"x-api-key")
+    return key.decode("latin-1").strip() if key else None
+
+
+class ProxyApp:
+    """ASGI entry point."""
+
+    def __init__(self, service: ProxyService, *, admin_token: str, model: str, unknown_model: str = "serve",
+                 max_body_bytes: int = 32 * 1024 * 1024) -> None:
+        self.service, self.registry = service, service.registry
+        self.admin_token, self.model = admin_token, model
+        self.unknown_model, self.max_body_bytes = unknown_model, max_body_bytes
+        self.dialects: dict[str, Dialect] = {name: make_dialect(name) for name in set(DIALECT_ROUTES.values())}
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.service.aclose()
+                self.registry.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        received = time.perf_counter()
+        method, path = scope["method"], scope["path"].rstrip("/") or "/"
+        if not path.startswith("/v1/") and "/v1" + path in DIALECT_ROUTES:
+            path = "/v1" + path
+        headers = dict(scope["headers"])
+        dialect = self.dialects.get(DIALECT_ROUTES.get(path, ""))
+        try:
+            if dialect is not None and method == "POST":
+                await self._model_call(dialect, headers, receive, send, received)
+            elif path == "/v1/messages/count_tokens" and method == "POST":
+                await self._count_tokens(headers, receive, send)
+            else:
+                await self._other(method, path, headers, receive, send)
+        except HttpError as exc:
+            body = dialect.error(exc.status, exc.message, exc.kind) if dialect else \
+                {"error": {"message": exc.message, "type": exc.kind}}
+            await send_json(send, exc.status, body)
+        except ClientGone:
+            return
+
+    # -- model calls ---------------------------------------------------------------------------
+
+    def _parse(self, dialect: Dialect, headers: dict[bytes, bytes], body: bytes) -> ChatRequest:
+        data = parse_json(headers, body)
+        if not isinstance(data, dict):
+            raise HttpError(400, "the body must be a JSON object")
+        try:
+            request = dialect.parse(data)
+        except BadRequest as exc:
+            raise HttpError(exc.status, exc.what, exc.kind) from None
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise HttpError(400, f"malformed request: {type(exc).__name__}: {exc}") from None
+        if self.unknown_model == "reject" and request.model and request.model != self.model:
+            raise HttpError(404, f"model {request.model!r} is not served here; use {self.model!r}",
+                            "not_found_error")
+        return request
+
+    async def _model_call(self, dialect: Dialect, headers, receive: Receive, send: Send, received: float) -> None:
+        body = await read_body(receive, headers, self.max_body_bytes)
+        rollout = self.registry.by_api_key(api_key(headers))
+        if rollout is None:
+            raise HttpError(401, "unknown or finished rollout token; use the token POST /rollouts returned",
+                            "authentication_error")
+        request = self._parse(dialect, headers, body)
+        reply = Reply(id=dialect.id_prefix + rollout.id[2:] + f"-{rollout.next_call}",
+                      model=request.model or self.model)
+        try:
+            events = self.service.turn(rollout, request, dialect.name, received)
+        except BadRequest as exc:
+            raise HttpError(exc.status, exc.what, exc.kind) from None
+        await guarded(receive, self._answer(dialect, request, reply, events, send))
+
+    async def _answer(self, dialect: Dialect, request: ChatRequest, reply: Reply,
+                      events: AsyncIterator[Event], send: Send) -> None:
+        try:
+            first = await anext(events)
+        except ProviderError as exc:
+            raise HttpError(503, f"the inference engine failed: {exc}", "server_error") from None
+        except BadRequest as exc:
+            raise HttpError(exc.status, exc.what, exc.kind) from None
+        events = chain(first, events)
+        if not request.stream:
+            try:
+                turn = await collect(events)
+            except ProviderError as exc:
+                raise HttpError(503, f"the inference engine failed: {exc}", "server_error") from None
+            await send_json(send, 200, dialect.render(turn, request, reply))
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        try:
+            async for chunk in dialect.stream(events, request, reply):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except ProviderError as exc:
+            await send({"type": "http.response.body", "more_body": True,
+                        "body": dialect.stream_error(503, f"the inference engine failed: {exc}", "server_error")})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def _count_tokens(self, headers, receive: Receive, send: Send) -> None:
+        dialect = self.dialects["messages"]
+        body = await read_body(receive, headers, self.max_body_bytes)
+        if self.registry.by_api_key(api_key(headers)) is None:
+            raise HttpError(401, "unknown or finished rollout token", "authentication_error")
+        data = parse_json(headers, body)
+        if isinstance(data, dict) and "max_tokens" not in data:
+            data = dict(data, max_tokens=1)
+        request = self._parse(dialect, headers, orjson.dumps(data))
+        await send_json(send, 200, {"input_tokens": self.service.prompt_tokens(request)})
+
+    # -- admin and info ------------------------------------------------------------------------
+
+    async def _other(self, method: str, path: str, headers, receive: Receive, send: Send) -> None:
+        if method == "GET" and path == "/health":
+            return await send_json(send, 200, {"status": "ok", "model": self.model,
+                                               "rollouts": len(self.registry.by_id)})
+        if method == "GET" and path == "/v1/models":
+            return await send_json(send, 200, {"object": "list", "data": [
+                {"id": self.model, "object": "model", "type": "model", "created": 0,
+                 "owned_by": "openforgerl", "display_name": self.model}]})
+        if path == "/rollouts" or path.startswith("/rollouts/"):
+            return await self._admin(method, path, headers, receive, send)
+        raise HttpError(404, f"no route {method} {path}", "not_found_error")
+
+    async def _admin(self, method: str, path: str, headers, receive: Receive, send: Send) -> None:
+        if not hmac.compare_digest((api_key(headers) or "").encode(), self.admin_token.encode()):
+            raise HttpError(401, "admin routes need the admin token as a Bearer token", "authentication_error")
+        parts = path.split("/")[1:]
+        if method == "POST" and parts == ["rollouts"]:
+            data = await self._admin_body(headers, receive)
+            try:
+                rollout, token = self.registry.create(data.get("metadata") or {}, data.get("id"))
+            except ProxyError as exc:
+                raise HttpError(409, str(exc), "conflict") from None
+            return await send_json(send, 200, {"id": rollout.id, "token": token})
+        if method == "GET" and parts == ["rollouts"]:
+            return await send_json(send, 200, {"rollouts": [
+                {"id": r.id, "status": r.trajectory.status, "calls": len(r.trajectory.calls)}
+                for r in self.registry.by_id.values()]})
+        rollout = self.registry.by_id.get(parts[1]) if len(parts) == 3 else None
+        if rollout is None:
+            raise HttpError(404, f"no route {method} {path} (or no such rollout)", "not_found_error")
+        if method == "POST" and parts[2] == "finish":
+            await self._finish(rollout, await self._admin_body(headers, receive), send)
+        elif method == "GET" and parts[2] == "trajectory":
+            await send_json(send, 200, rollout.trajectory.to_dict())
+        else:
+            raise HttpError(404, f"no route {method} {path}", "not_found_error")
+
+    async def _admin_body(self, headers, receive: Receive) -> dict[str, Any]:
+        body = await read_body(receive, headers, self.max_body_bytes)
+        data = parse_json(headers, body) if body.strip() else {}
+        if not isinstance(data, dict):
+            raise HttpError(400, "the body must be a JSON object")
+        return data
+
+    async def _finish(self, rollout, data: dict[str, Any], send: Send) -> None:
+        reward = data.get("reward")
+        if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
+            raise HttpError(400, "reward must be a number or null")
+        status, metadata = data.get("status", "completed"), data.get("metadata") or {}
+        if not isinstance(status, str) or not isinstance(metadata, dict):
+            raise HttpError(400, "status must be a string and metadata an object")
+        try:
+            self.registry.finish(rollout, reward, status, metadata)
+        except ProxyError as exc:
+            raise HttpError(409, str(exc), "conflict") from None
+        await send_json(send, 200, rollout.trajectory.summary())
+
+
+async def chain(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    yield first
+    async for event in rest:
+        yield event
+
+
+async def guarded(receive: Receive, answer: Awaitable[None]) -> None:
+    """Run ``answer``; if the client disconnects first, cancel it (which records the call)."""
+    task = asyncio.ensure_future(answer)
+    watcher = asyncio.ensure_future(receive())
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task not in done and watcher.result().get("type") == "http.disconnect":
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return
+        await task
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+

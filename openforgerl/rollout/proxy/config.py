@@ -1,0 +1,36 @@
+"""Configuration of ``forge proxy``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from openforgerl.paths import forge_home
+from openforgerl.rollout.proxy.engine import EngineConfig, ScriptedEngineConfig
+
+
+class ProxyConfig(BaseModel):
+    host: str = "127.0.0.1"
+    """Interface to listen on."""
+    port: int = 8100
+    """Port to listen on (0: any free port)."""
+    admin_token: str = Field(min_length=8)
+    """Bearer token for the admin API (create/finish rollouts, read trajectories)."""
+    model: str = "smollm2"
+    """The policy: the name harnesses send as ``model`` and the tokenizer/chat template to load."""
+    tokenizer: str | None = None
+    """A Hugging Face tokenizer directory to use instead of the model registry's."""
+    tool_parser: str = "hermes"
+    """How the policy writes tool calls (see tool_parser.TOOL_PARSERS)."""
+    unknown_model: Literal["serve", "reject"] = "serve"
+    """A request naming another model: serve it with the policy anyway, or answer 404."""
+    data_dir: Path = Field(default_factory=lambda: forge_home() / "proxy")
+    """Where rollout logs are written (and recovered from on start)."""
+    max_body_bytes: int = 32 * 1024 * 1024
+    """Larger request bodies get a 413."""
+    max_inflight: int = 0
+    """Engine calls at once (0: no limit); the rest wait, and their wait is the queue time."""
+    engine: EngineConfig = Field(default_factory=ScriptedEngineConfig)
+    """The inference engine behind the proxy."""

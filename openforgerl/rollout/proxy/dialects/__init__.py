@@ -1,0 +1,1 @@
+"""Wire dialects; ``dialect.DIALECTS`` maps their short names to these modules."""

@@ -1,0 +1,1 @@
+"""Engine implementations; ``engine.ENGINES`` maps their short names to these modules."""

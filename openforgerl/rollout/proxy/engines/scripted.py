@@ -1,0 +1,67 @@
+"""An engine that answers from a script, tokenised with the policy's real tokenizer.
+
+Key invariant: deterministic — the same script gives the same token ids and logprobs, so tests
+can assert exact trajectories. Used by tests, ``forge proxy --engine scripted`` and the benchmark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable
+
+from openforgerl.rollout.proxy.conversation import Sampling, ToolCall
+from openforgerl.rollout.proxy.engine import Engine, Generation, ScriptedEngineConfig, ScriptTurn, TokenChunk
+from openforgerl.rollout.proxy.template import ChatTemplate
+from openforgerl.rollout.proxy.tool_parser import ToolParser
+
+
+def fake_logprob(token_id: int, position: int) -> float:
+    """A deterministic, plausible-looking logprob in (-1, 0)."""
+    return -((token_id * 7919 + position * 104729) % 997 + 1) / 1000.0
+
+
+class ScriptedEngine(Engine):
+    def __init__(self, config: ScriptedEngineConfig, *, template: ChatTemplate, tool_parser: ToolParser,
+                 respond: Callable[[list[int]], ScriptTurn] | None = None) -> None:
+        self.config = config
+        self.template = template
+        self.tool_parser = tool_parser
+        self._turns = itertools.cycle(config.turns)
+        self._respond = respond
+        self.prompts: list[list[int]] = []  # every prompt seen, for tests
+
+    def turn_ids(self, turn: ScriptTurn) -> list[int]:
+        calls = [ToolCall(id="", name=c["name"], arguments=json.dumps(c.get("arguments", {})))
+                 for c in turn.tool_calls]
+        text = turn.text + ("\n" if turn.text and calls else "") + self.tool_parser.format(calls)
+        stop = min(self.template.stop_ids) if self.template.stop_ids else None
+        return self.template.encode(text) + ([stop] if stop is not None else [])
+
+    def _next(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
+        self.prompts.append(list(prompt_ids))
+        turn = self._respond(prompt_ids) if self._respond else next(self._turns)
+        ids = self.turn_ids(turn)
+        finish = "stop"
+        if sampling.max_tokens is not None and len(ids) > sampling.max_tokens:
+            ids, finish = ids[: sampling.max_tokens], "length"
+        logprobs = [fake_logprob(t, i) for i, t in enumerate(ids)]
+        return Generation(ids, logprobs, finish)
+
+    async def generate(self, prompt_ids, sampling):
+        generation = self._next(prompt_ids, sampling)
+        await asyncio.sleep(self.config.latency_s + self.config.token_delay_s * len(generation.token_ids))
+        return generation
+
+    async def stream(self, prompt_ids, sampling) -> AsyncIterator[TokenChunk]:
+        generation = self._next(prompt_ids, sampling)
+        if self.config.latency_s:
+            await asyncio.sleep(self.config.latency_s)
+        last = len(generation.token_ids) - 1
+        for i, (tid, lp) in enumerate(zip(generation.token_ids, generation.logprobs)):
+            if i and self.config.token_delay_s:
+                await asyncio.sleep(self.config.token_delay_s)
+            yield TokenChunk([tid], [lp], generation.finish_reason if i == last else None)
+        if last < 0:
+            yield TokenChunk([], [], generation.finish_reason)

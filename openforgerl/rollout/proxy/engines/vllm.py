@@ -1,0 +1,137 @@
+"""vLLM over HTTP, token-in/token-out: the prompt goes as ids, the answer comes back as ids.
+
+Key invariant: nothing is re-tokenised — the ids and logprobs recorded are the ones vLLM
+returns (``/v1/completions`` with a token-id prompt and ``return_token_ids``, streamed; or
+``/inference/v1/generate``, whole turn). ``max_tokens`` is clamped to the context left, since
+harnesses ask for far more than a small model's window holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from openforgerl.errors import ProviderError
+from openforgerl.rollout.proxy.conversation import BadRequest, Sampling
+from openforgerl.rollout.proxy.engine import Engine, Generation, TokenChunk, VLLMEngineConfig
+
+FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
+
+
+class VLLMEngine(Engine):
+    def __init__(self, config: VLLMEngineConfig, **_: Any) -> None:
+        self.config = config
+        self.base = config.base_url.rstrip("/")
+        self._session = None
+        self._model: str | None = config.model
+        self._max_len: int | None = None
+
+    async def _client(self):
+        if self._session is None:
+            import aiohttp
+
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.config.max_connections, ttl_dns_cache=None),
+                timeout=aiohttp.ClientTimeout(total=self.config.timeout_s, sock_connect=5),
+                json_serialize=lambda o: orjson.dumps(o).decode())
+        return self._session
+
+    @contextlib.asynccontextmanager
+    async def _errors(self, what: str):
+        """aiohttp's exceptions -> ProviderError (engine trouble) at this boundary."""
+        import aiohttp
+
+        try:
+            yield
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ProviderError(f"vLLM at {self.base} {what}: {type(exc).__name__}: {exc}",
+                                fix="start it (forge serve) or pass the right --engine-url") from exc
+
+    async def _model_info(self) -> tuple[str, int | None]:
+        if self._max_len is None:
+            session = await self._client()
+            async with self._errors("did not list its models"), session.get(self.base + "/v1/models") as resp:
+                data = orjson.loads(await resp.read())
+            cards = data.get("data") or [{}]
+            card = next((c for c in cards if c.get("id") == self._model), cards[0])
+            self._model = self._model or card.get("id")
+            self._max_len = card.get("max_model_len") or 0
+        return self._model or "", self._max_len or None
+
+    async def _params(self, prompt_ids: list[int], sampling: Sampling) -> tuple[str, dict[str, Any]]:
+        model, max_len = await self._model_info()
+        room = max_len - len(prompt_ids) if max_len else None
+        if room is not None and room <= 0:
+            raise BadRequest(f"the prompt has {len(prompt_ids)} tokens; the model's context is {max_len}")
+        max_tokens = min(x for x in (sampling.max_tokens, room) if x is not None) if (
+            sampling.max_tokens or room) else None
+        params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": sampling.temperature,
+                                  "top_p": sampling.top_p, "top_k": sampling.top_k, "seed": sampling.seed,
+                                  "stop": sampling.stop or None, "logprobs": 0}
+        return model, {k: v for k, v in params.items() if v is not None}
+
+    async def _post(self, path: str, body: dict[str, Any]):
+        session = await self._client()
+        resp = await session.post(self.base + path, data=orjson.dumps(body),
+                                  headers={"content-type": "application/json"})
+        if resp.status >= 400:
+            text = (await resp.read()).decode(errors="replace")[:500]
+            resp.release()
+            if resp.status in (400, 413, 422):
+                raise BadRequest(f"the engine refused the request: {text}")
+            raise ProviderError(f"vLLM at {self.base}{path} answered {resp.status}: {text}")
+        return resp
+
+    async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
+        if self.config.route == "completions":
+            ids, logprobs, finish = [], [], "stop"
+            async for chunk in self.stream(prompt_ids, sampling):
+                ids += chunk.token_ids
+                logprobs += chunk.logprobs
+                finish = chunk.finish_reason or finish
+            return Generation(ids, logprobs, finish)
+        model, params = await self._params(prompt_ids, sampling)
+        async with self._errors("failed to generate"):
+            resp = await self._post("/inference/v1/generate",
+                                    {"model": model, "token_ids": prompt_ids, "sampling_params": params})
+            async with resp:
+                choice = orjson.loads(await resp.read())["choices"][0]
+        content = (choice.get("logprobs") or {}).get("content") or []
+        return Generation(choice["token_ids"], [e["logprob"] for e in content],
+                          FINISH.get(choice.get("finish_reason"), "stop"))
+
+    async def stream(self, prompt_ids: list[int], sampling: Sampling) -> AsyncIterator[TokenChunk]:
+        if self.config.route != "completions":
+            yield TokenChunk(*(lambda g: (g.token_ids, g.logprobs, g.finish_reason))(
+                await self.generate(prompt_ids, sampling)))
+            return
+        model, params = await self._params(prompt_ids, sampling)
+        body = {"model": model, "prompt": prompt_ids, "stream": True, "return_token_ids": True, **params}
+        async with self._errors("failed to stream"):
+            resp = await self._post("/v1/completions", body)
+            async with resp:
+                async for line in resp.content:
+                    chunk = self._chunk(line)
+                    if chunk is not None:
+                        yield chunk
+
+    @staticmethod
+    def _chunk(line: bytes) -> TokenChunk | None:
+        if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+            return None
+        data = orjson.loads(line[6:])
+        if "error" in data:
+            raise ProviderError(f"vLLM stream error: {data['error']}")
+        choice = data["choices"][0]
+        logprobs = (choice.get("logprobs") or {}).get("token_logprobs") or []
+        finish = choice.get("finish_reason")
+        return TokenChunk(choice.get("token_ids") or [], [float(x) for x in logprobs],
+                          FINISH.get(finish, "stop") if finish else None)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

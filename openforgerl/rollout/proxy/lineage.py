@@ -1,0 +1,127 @@
+"""Prefix reuse: find the segment a new call extends and build its prompt from the exact old ids.
+
+Key invariant: a call's prompt ids start with the *exact* ids of the segment it extends (the
+engine's sampled tokens, never a re-tokenisation), followed by the tokenised new suffix. A call
+extends a segment when its messages render to that segment's last prompt text, followed by an
+assistant message equal to what the model answered there. Anything else starts a new segment.
+
+Heads keep only a hash and a length of the last prompt text, so memory does not grow with the
+conversation, and a head can be rebuilt from the write-ahead log after a restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from openforgerl.rollout.proxy.template import ChatTemplate
+from openforgerl.rollout.proxy.tool_parser import ToolParser
+from openforgerl.rollout.trajectory import CallKind, CallRecord, Trajectory
+
+
+def text_sha(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def reply_key(content: str, calls: list[tuple[str, Any]]) -> str:
+    """What must match between the model's answer and the assistant message sent back later."""
+    return json.dumps([content.strip(), [[name, args] for name, args in calls]], sort_keys=True)
+
+
+def message_reply_key(message: dict[str, Any]) -> str:
+    calls = [(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+    return reply_key(message.get("content") or "", calls)
+
+
+@dataclass
+class Head:
+    """The end of a segment: what the next call of that lineage must start with."""
+
+    segment: int
+    n_ids: int
+    text_len: int
+    text_sha: str
+    n_messages: int
+    answer_ids: list[int]  # forced + sampled ids of the last call
+    ended_on_stop: bool
+    reply: str
+    busy: bool = False
+
+
+@dataclass
+class Plan:
+    """How one call's prompt was built."""
+
+    kind: CallKind
+    prompt_ids: list[int]
+    base: tuple[int, int] | None
+    prompt_suffix: list[int]
+    extends: Head | None  # the head this call continues in place (reserved while in flight)
+    text_len: int
+    text_sha: str
+    n_messages: int
+
+    def head_info(self) -> dict[str, Any]:
+        return {"len": self.text_len, "sha": self.text_sha, "n": self.n_messages}
+
+
+class Lineage:
+    """The heads of one rollout's segments."""
+
+    def __init__(self, template: ChatTemplate, parser: ToolParser) -> None:
+        self.template = template
+        self.parser = parser
+        self.heads: dict[int, Head] = {}
+
+    def plan(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+             trajectory: Trajectory) -> Plan:
+        text = self.template.render(messages, tools, True)
+        info = (len(text), text_sha(text), len(messages))
+        for head in sorted(self.heads.values(), key=lambda h: -h.text_len):
+            plan = self._extend(head, messages, tools, text, info, trajectory)
+            if plan is not None:
+                return plan
+        ids = self.template.encode(text)
+        return Plan("clean" if not trajectory.segments else "fork", ids, None, ids, None, *info)
+
+    def _extend(self, head: Head, messages, tools, text: str, info, trajectory) -> Plan | None:
+        n = head.n_messages
+        if (head.text_len >= len(text) or n >= len(messages) or messages[n]["role"] != "assistant"
+                or message_reply_key(messages[n]) != head.reply
+                or text_sha(text[: head.text_len]) != head.text_sha):
+            return None
+        with_answer = self.template.render(messages[: n + 1], tools, False)
+        if not (text.startswith(with_answer) and with_answer[: head.text_len] == text[: head.text_len]):
+            return None
+        answer_text = with_answer[head.text_len:]
+        end = answer_text.rfind(self.template.end_of_turn) if self.template.end_of_turn else -1
+        if end < 0:
+            return None
+        glue = answer_text[end + len(self.template.end_of_turn):] if head.ended_on_stop else answer_text[end:]
+        sampled = head.answer_ids[:-1] if head.ended_on_stop else head.answer_ids
+        kind: CallKind = "clean" if self.template.decode(sampled, False) == answer_text[:end] else "realigned"
+        suffix = self.template.encode(glue + text[len(with_answer):])
+        prompt = trajectory.segments[head.segment].ids(head.n_ids) + suffix
+        if head.busy:  # a concurrent call already extends this head: branch into a new segment
+            return Plan("fork", prompt, (head.segment, head.n_ids), suffix, None, *info)
+        head.busy = True
+        return Plan(kind, prompt, (head.segment, head.n_ids), suffix, head, *info)
+
+    def release(self, plan: Plan) -> None:
+        if plan.extends is not None:
+            plan.extends.busy = False
+
+    def record(self, record: CallRecord, trajectory: Trajectory) -> None:
+        """Move the head of ``record``'s segment past it (after the trajectory applied it)."""
+        if record.status != "ok" or record.segment < 0 or not record.head:
+            return
+        answer = record.forced + record.response
+        content, calls = self.parser.parse(self.template.decode(answer))
+        reply = reply_key(content, [(c.name, c.arguments_object()) for c in calls])
+        self.heads[record.segment] = Head(
+            segment=record.segment, n_ids=len(trajectory.segments[record.segment]),
+            text_len=record.head["len"], text_sha=record.head["sha"], n_messages=record.head["n"],
+            answer_ids=answer, ended_on_stop=bool(record.response) and record.response[-1] in self.template.stop_ids,
+            reply=reply)

@@ -1,0 +1,150 @@
+"""Rollouts the proxy serves: who may call (a secret token each), and what each has recorded.
+
+Key invariant: a token maps to exactly one rollout, and a call can only ever be recorded into
+the rollout its token names; finished rollouts no longer accept calls. Only the token's sha256
+is kept (in memory and on disk), so a log on disk cannot be used to impersonate a harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from openforgerl.errors import ProxyError
+from openforgerl.log import get_logger
+from openforgerl.rollout.proxy.lineage import Lineage
+from openforgerl.rollout.proxy.store import RolloutLog, Store
+from openforgerl.rollout.proxy.template import ChatTemplate
+from openforgerl.rollout.proxy.tool_parser import ToolParser
+from openforgerl.rollout.trajectory import CallRecord, Trajectory
+
+log = get_logger(__name__)
+
+
+def token_sha(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass
+class Rollout:
+    id: str
+    token_sha: str
+    trajectory: Trajectory
+    lineage: Lineage
+    log: RolloutLog | None
+    created: float = field(default_factory=time.time)
+    next_call: int = 0
+    in_flight: set[int] = field(default_factory=set)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def open(self) -> bool:
+        return self.trajectory.status == "running"
+
+    def begin_call(self) -> int:
+        index, self.next_call = self.next_call, self.next_call + 1
+        self.in_flight.add(index)
+        if self.log:
+            self.log.append({"t": "start", "i": index, "at": time.time()}, sync=False)
+        return index
+
+    def apply(self, record: CallRecord) -> None:
+        """Add a record that is already durable to the in-memory trajectory and lineage."""
+        self.in_flight.discard(record.index)
+        self.trajectory.add(record)
+        self.lineage.record(record, self.trajectory)
+
+
+class Registry:
+    """All rollouts, by id and by token hash; recovers them from the store on start."""
+
+    def __init__(self, template: ChatTemplate, parser: ToolParser, store: Store | None) -> None:
+        self.template, self.parser, self.store = template, parser, store
+        self.by_id: dict[str, Rollout] = {}
+        self.by_token: dict[str, Rollout] = {}
+
+    def _new(self, rollout_id: str, sha: str, metadata: dict[str, Any]) -> Rollout:
+        rollout = Rollout(id=rollout_id, token_sha=sha,
+                          trajectory=Trajectory(rollout_id, metadata=dict(metadata)),
+                          lineage=Lineage(self.template, self.parser),
+                          log=self.store.open_log(rollout_id) if self.store else None)
+        self.by_id[rollout_id] = rollout
+        self.by_token[sha] = rollout
+        return rollout
+
+    def create(self, metadata: dict[str, Any] | None = None, rollout_id: str | None = None) -> tuple[Rollout, str]:
+        rollout_id = rollout_id or "r-" + secrets.token_hex(8)
+        if rollout_id in self.by_id:
+            raise ProxyError(f"rollout {rollout_id!r} exists already")
+        token = "fr-" + secrets.token_urlsafe(32)
+        rollout = self._new(rollout_id, token_sha(token), metadata or {})
+        if rollout.log:
+            rollout.log.append({"t": "open", "id": rollout_id, "token_sha": rollout.token_sha,
+                                "created": rollout.created, "metadata": rollout.trajectory.metadata})
+        return rollout, token
+
+    def by_api_key(self, key: str | None) -> Rollout | None:
+        rollout = self.by_token.get(token_sha(key)) if key else None
+        return rollout if rollout is not None and rollout.open else None
+
+    def finish(self, rollout: Rollout, reward: float | None, status: str, metadata: dict[str, Any]) -> None:
+        if not rollout.open:
+            raise ProxyError(f"rollout {rollout.id} is finished already ({rollout.trajectory.status})")
+        if rollout.log:
+            rollout.log.append({"t": "finish", "reward": reward, "status": status, "metadata": metadata})
+        self._apply_finish(rollout, reward, status, metadata)
+
+    @staticmethod
+    def _apply_finish(rollout: Rollout, reward, status, metadata) -> None:
+        rollout.trajectory.reward, rollout.trajectory.status = reward, status
+        rollout.trajectory.metadata.update(metadata or {})
+        if rollout.log:
+            rollout.log.close()
+
+    def recover(self) -> int:
+        """Rebuild every rollout on disk; calls that were in flight are recorded as interrupted."""
+        if self.store is None:
+            return 0
+        for rollout_id, events in self.store.scan():
+            self._replay(rollout_id, events)
+        return len(self.by_id)
+
+    def _replay(self, rollout_id: str, events: list[dict[str, Any]]) -> None:
+        opened = events[0]
+        rollout = self._new(rollout_id, opened["token_sha"], opened.get("metadata") or {})
+        rollout.created = opened.get("created", rollout.created)
+        started: set[int] = set()
+        for event in events[1:]:
+            kind = event.get("t")
+            if kind == "start":
+                started.add(event["i"])
+            elif kind in ("call", "interrupted"):
+                record = (CallRecord.from_wire(event) if kind == "call"
+                          else CallRecord(index=event["i"], status="interrupted"))
+                started.discard(record.index)
+                rollout.apply(record)
+            elif kind == "finish":
+                self._apply_finish(rollout, event.get("reward"), event.get("status", "completed"),
+                                   event.get("metadata") or {})
+        rollout.next_call = max([c.index + 1 for c in rollout.trajectory.calls] + [max(started, default=-1) + 1])
+        for index in sorted(started):
+            self._interrupt(rollout, index)
+        log.info("recovered rollout %s: %d calls, %s", rollout_id, len(rollout.trajectory.calls),
+                 rollout.trajectory.status)
+
+    def _interrupt(self, rollout: Rollout, index: int) -> None:
+        record = CallRecord(index=index, status="interrupted", error="the proxy stopped during this call")
+        log_ = rollout.log if rollout.open else self.store.open_log(rollout.id)
+        log_.append({"t": "interrupted", "i": index})
+        if not rollout.open:
+            log_.close()
+        rollout.trajectory.add(record)
+
+    def close(self) -> None:
+        for rollout in self.by_id.values():
+            if rollout.log:
+                rollout.log.close()

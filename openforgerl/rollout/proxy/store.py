@@ -1,0 +1,80 @@
+"""Write-ahead logs: one append-only file per rollout under ``<data_dir>/rollouts/``.
+
+Key invariant: a call's record is on disk (written and fdatasync'd) before its response is sent,
+so a proxy killed at any moment loses nothing it answered. Lines are JSON; token ids and logprobs
+are packed (base64 int32/float32) and each call stores only the ids its segment did not hold.
+
+Events: ``open`` (rollout created; the token's sha256, never the token), ``start`` (a call began;
+not synced — it only tells recovery which calls were in flight), ``call`` (a finished call),
+``finish`` (reward/status), ``interrupted`` (written by recovery for calls that never finished).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from openforgerl.errors import ProxyError, map_os_errors
+from openforgerl.log import get_logger
+
+log = get_logger(__name__)
+
+
+class RolloutLog:
+    """The append-only log of one rollout."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._lock = threading.Lock()
+        self.bytes_written = path.stat().st_size
+        if self.bytes_written and not path.read_bytes().endswith(b"\n"):
+            os.write(self._fd, b"\n")  # end a torn line so the next event starts clean
+
+    def append(self, event: dict[str, Any], sync: bool = True) -> None:
+        line = orjson.dumps(event) + b"\n"
+        try:
+            with self._lock, map_os_errors(f"writing {self.path}"):
+                if self._fd < 0:  # closed at finish; a call that was still running records late
+                    self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+                os.write(self._fd, line)
+                if sync:
+                    os.fdatasync(self._fd)
+        except OSError as exc:
+            raise ProxyError(f"cannot record to {self.path}: {exc}") from exc
+        self.bytes_written += len(line)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+class Store:
+    """The directory of rollout logs."""
+
+    def __init__(self, data_dir: str | Path) -> None:
+        self.root = Path(data_dir) / "rollouts"
+        with map_os_errors(f"creating {self.root}"):
+            self.root.mkdir(parents=True, exist_ok=True)
+
+    def open_log(self, rollout_id: str) -> RolloutLog:
+        return RolloutLog(self.root / f"{rollout_id}.log")
+
+    def scan(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """Every rollout on disk with its events, oldest first; a torn last line is skipped."""
+        for path in sorted(self.root.glob("*.log"), key=lambda p: p.stat().st_mtime):
+            events = []
+            for number, line in enumerate(path.read_bytes().splitlines(), 1):
+                try:
+                    events.append(orjson.loads(line))
+                except orjson.JSONDecodeError:
+                    log.warning("%s:%d: unreadable line skipped (torn write?)", path, number)
+            if events and events[0].get("t") == "open":
+                yield path.stem, events

@@ -1,0 +1,65 @@
+"""Tool-call parsing: the model's raw text -> assistant text + structured tool calls.
+
+Key invariant: parsing a whole turn and streaming it token by token give the same text and the
+same calls (``parse`` is implemented by feeding the stream parser). Parsers are plugins named in
+``TOOL_PARSERS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import secrets
+from abc import ABC, abstractmethod
+
+from openforgerl.errors import UnknownNameError
+from openforgerl.rollout.proxy.conversation import Event, TextDelta, ToolCall, ToolCallDone
+
+TOOL_PARSERS = {
+    "hermes": "openforgerl.rollout.proxy.tool_parsers.hermes:HermesToolParser",
+}
+
+
+def new_call_id() -> str:
+    return "call_" + secrets.token_hex(12)
+
+
+class ToolStream(ABC):
+    """Incremental parser for one assistant turn."""
+
+    @abstractmethod
+    def feed(self, text: str) -> list[Event]:
+        """Events made certain by ``text`` (text that may still start a tool call is held back)."""
+
+    @abstractmethod
+    def finish(self) -> list[Event]:
+        """Everything still held back, at the end of the turn."""
+
+
+class ToolParser(ABC):
+    """A model family's tool-call syntax."""
+
+    @abstractmethod
+    def stream(self) -> ToolStream:
+        """A fresh incremental parser."""
+
+    @abstractmethod
+    def format(self, calls: list[ToolCall]) -> str:
+        """The text the model writes for ``calls`` (used by the scripted engine)."""
+
+    def forced_prefix(self, name: str | None) -> str:
+        """Text that commits the model to a tool call (to ``name`` if given), for tool_choice."""
+        return ""
+
+    def parse(self, text: str) -> tuple[str, list[ToolCall]]:
+        stream = self.stream()
+        events = stream.feed(text) + stream.finish()
+        content = "".join(e.text for e in events if isinstance(e, TextDelta))
+        return content, [e.call for e in events if isinstance(e, ToolCallDone)]
+
+
+def make_tool_parser(name: str) -> ToolParser:
+    path = TOOL_PARSERS.get(name)
+    if path is None:
+        raise UnknownNameError("tool parser", name, list(TOOL_PARSERS))
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)()

@@ -1,0 +1,187 @@
+"""Trajectories: the calls of one rollout merged into token-exact training segments.
+
+Key invariant: a segment's ``prompt_ids + response_ids`` is exactly the token sequence the engine
+saw and produced — model tokens (mask 1, with their sampled logprobs) were never re-tokenised,
+and the tokens in between (tool results, user turns, template glue: mask 0, logprob 0) are the
+ones the engine was actually given. A call that does not extend a segment starts a new one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+CallKind = Literal["clean", "realigned", "fork"]
+CallStatus = Literal["ok", "engine_error", "client_disconnected", "interrupted"]
+KINDS: tuple[CallKind, ...] = ("clean", "realigned", "fork")
+
+
+def pack_ids(ids: list[int]) -> str:
+    return base64.b64encode(array("i", ids).tobytes()).decode()
+
+
+def unpack_ids(text: str) -> list[int]:
+    return array("i", base64.b64decode(text)).tolist()
+
+
+def pack_floats(values: list[float]) -> str:
+    return base64.b64encode(array("f", values).tobytes()).decode()
+
+
+def unpack_floats(text: str) -> list[float]:
+    return array("f", base64.b64decode(text)).tolist()
+
+
+@dataclass
+class CallRecord:
+    """One model call as recorded: only the ids the segment did not already hold."""
+
+    index: int
+    status: CallStatus
+    kind: CallKind = "fork"
+    segment: int = -1
+    """Segment this call belongs to; -1 when it produced no usable turn (error, disconnect)."""
+    base: tuple[int, int] | None = None
+    """(segment, n): the prompt starts with the first n ids of that segment, copied exactly."""
+    prompt_suffix: list[int] = field(default_factory=list)
+    forced: list[int] = field(default_factory=list)
+    """Tokens the proxy wrote into the answer itself (e.g. to force a tool call): mask 0."""
+    response: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish: str = ""
+    dialect: str = ""
+    telemetry: dict[str, float] = field(default_factory=dict)
+    head: dict[str, Any] | None = None
+    """What the proxy needs to recognise the next call of this lineage (see lineage.py)."""
+    error: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"i": self.index, "st": self.status, "k": self.kind, "seg": self.segment,
+                                "p": pack_ids(self.prompt_suffix), "r": pack_ids(self.response),
+                                "lp": pack_floats(self.logprobs), "fin": self.finish, "d": self.dialect,
+                                "tel": self.telemetry}
+        for key, value in (("b", self.base), ("f", self.forced and pack_ids(self.forced)),
+                           ("h", self.head), ("err", self.error)):
+            if value:
+                wire[key] = value
+        return wire
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any]) -> CallRecord:
+        return cls(index=wire["i"], status=wire["st"], kind=wire["k"], segment=wire["seg"],
+                   base=tuple(wire["b"]) if wire.get("b") else None,
+                   prompt_suffix=unpack_ids(wire["p"]), forced=unpack_ids(wire.get("f", "")),
+                   response=unpack_ids(wire["r"]), logprobs=unpack_floats(wire["lp"]),
+                   finish=wire["fin"], dialect=wire["d"], telemetry=wire["tel"],
+                   head=wire.get("h"), error=wire.get("err", ""))
+
+
+@dataclass
+class Segment:
+    """One training sample."""
+
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    response_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids) + len(self.response_ids)
+
+    def ids(self, n: int | None = None) -> list[int]:
+        full = self.prompt_ids + self.response_ids
+        return full if n is None else full[:n]
+
+    def append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
+        self.response_ids += ids
+        self.response_mask += [mask] * len(ids)
+        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"prompt_ids": self.prompt_ids, "response_ids": self.response_ids,
+                "response_mask": self.response_mask, "logprobs": self.logprobs, "calls": self.calls}
+
+
+@dataclass
+class Trajectory:
+    """All calls of one rollout, their segments, and the rollout's outcome."""
+
+    rollout_id: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    status: str = "running"
+    reward: float | None = None
+    segments: list[Segment] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+
+    def add(self, record: CallRecord) -> None:
+        """Apply one recorded call (in recording order)."""
+        self.calls.append(record)
+        if record.status != "ok" or record.segment < 0:
+            return
+        if record.segment == len(self.segments):
+            self.segments.append(self._new_segment(record))
+        else:
+            segment = self.segments[record.segment]
+            segment.append(record.prompt_suffix, 0)
+            segment.calls.append(record.index)
+        segment = self.segments[record.segment]
+        segment.append(record.forced, 0)
+        segment.append(record.response, 1, record.logprobs)
+
+    def _new_segment(self, record: CallRecord) -> Segment:
+        prefix = self.segments[record.base[0]].ids(record.base[1]) if record.base else []
+        return Segment(prompt_ids=prefix + record.prompt_suffix, calls=[record.index])
+
+    def counts(self) -> dict[str, int]:
+        ok = [c for c in self.calls if c.status == "ok"]
+        counts = {kind: sum(c.kind == kind for c in ok) for kind in KINDS}
+        for status in ("engine_error", "client_disconnected", "interrupted"):
+            counts[status] = sum(c.status == status for c in self.calls)
+        return counts
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One training row per segment; reward, status and metadata on every row."""
+        return [{"rollout_id": self.rollout_id, "segment": i, **seg.to_dict(), "reward": self.reward,
+                 "status": self.status, "metadata": self.metadata} for i, seg in enumerate(self.segments)]
+
+    def summary(self) -> dict[str, Any]:
+        return {"id": self.rollout_id, "status": self.status, "reward": self.reward,
+                "metadata": self.metadata, "counts": self.counts(), "segments": len(self.segments),
+                "calls": [{"index": c.index, "status": c.status, "kind": c.kind, "segment": c.segment,
+                           "finish": c.finish, "dialect": c.dialect, "error": c.error, **c.telemetry}
+                          for c in self.calls]}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.summary(), "segments": [s.to_dict() for s in self.segments]}
+
+
+def export_jsonl(trajectories: list[Trajectory], path: str | Path) -> Path:
+    path = Path(path)
+    with path.open("w", encoding="utf-8") as out:
+        for trajectory in trajectories:
+            for row in trajectory.rows():
+                out.write(json.dumps(row) + "\n")
+    return path
+
+
+def export_parquet(trajectories: list[Trajectory], path: str | Path) -> Path:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        from openforgerl.errors import UserError
+
+        raise UserError("parquet export needs pyarrow", fix='pip install "openforgerl[proxy]"') from exc
+    rows = [dict(row, metadata=json.dumps(row["metadata"])) for t in trajectories for row in t.rows()]
+    schema = pa.schema([("rollout_id", pa.string()), ("segment", pa.int32()),
+                        ("prompt_ids", pa.list_(pa.int32())), ("response_ids", pa.list_(pa.int32())),
+                        ("response_mask", pa.list_(pa.int8())), ("logprobs", pa.list_(pa.float32())),
+                        ("calls", pa.list_(pa.int32())), ("reward", pa.float64()),
+                        ("status", pa.string()), ("metadata", pa.string())])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    return Path(path)
