@@ -20,7 +20,7 @@ def tools_root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("tools")
 
 
-@pytest.mark.parametrize("name", ["opencode", "mini-swe-agent"])
+@pytest.mark.parametrize("name", ["opencode", "react"])
 def test_installed_harness_runs_with_no_network_and_reinstall_is_a_noop(tools_root: Path, name: str):
     actions = []
     record = harness_install.install(name, actions.append, root=tools_root)
@@ -56,4 +56,4 @@ def test_cli_lists_harnesses_and_rejects_unknown_names():
     assert bad.returncode == 1
     assert bad.stderr.strip().splitlines() == [
         "UnknownNameError: unknown harness 'gpt-agent'; fix: use one of: "
-        "claude-code, codex, mini-swe-agent, openclaw, opencode"]
+        "claude-code, codex, mini-swe-agent, openclaw, opencode, react"]

