@@ -1,0 +1,98 @@
+"""Doubles and helpers for testing the recording proxy (and things that talk to it).
+
+``policy_template()`` is the real SmolLM2 tokenizer with the shipped tool-capable chat template;
+``InProcessProxy`` runs the real proxy app in-process with a scripted engine and a temp data dir.
+Only the engine is a stand-in: everything between the harness's bytes and the recorded ids is real.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from openforgerl.rollout.proxy.engine import Engine, ScriptedEngineConfig, ScriptTurn
+from openforgerl.rollout.proxy.template import ChatTemplate, HFChatTemplate
+
+ADMIN_TOKEN = "test-admin-token"
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
+
+
+@functools.lru_cache(maxsize=1)
+def policy_template(model: str = "smollm2") -> ChatTemplate:
+    """The policy's template: the pulled model's tokenizer, else the tokenizer inside its GGUF."""
+    from openforgerl.errors import UserError
+    from openforgerl.models import registry
+
+    try:
+        return HFChatTemplate(registry.load_tokenizer(model))
+    except UserError:
+        import importlib
+
+        from transformers import AutoTokenizer
+
+        spec = registry.get_model(model)
+        package = Path(importlib.import_module(spec.source_module).__file__).parent
+        tokenizer = AutoTokenizer.from_pretrained(str(package), gguf_file=spec.gguf_file)
+        tokenizer.chat_template = registry.chat_template_text(model)
+        return HFChatTemplate(tokenizer)
+
+
+def parse_sse(body: bytes | str) -> list[tuple[str | None, Any]]:
+    """SSE text -> [(event name or None, parsed data or the raw string)]."""
+    text = body.decode() if isinstance(body, bytes) else body
+    events = []
+    for block in text.split("\n\n"):
+        name, data = None, []
+        for line in block.splitlines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data.append(line[6:])
+        if data:
+            raw = "\n".join(data)
+            events.append((name, raw if raw == "[DONE]" else orjson.loads(raw)))
+    return events
+
+
+class InProcessProxy:
+    """The real proxy app, in-process, over httpx's ASGI transport."""
+
+    def __init__(self, turns: list[ScriptTurn] | None = None, *, data_dir: str | Path | None = None,
+                 engine: Engine | None = None, respond: Callable[[list[int]], ScriptTurn] | None = None,
+                 **config: Any) -> None:
+        from openforgerl.rollout.proxy.config import ProxyConfig
+        from openforgerl.rollout.proxy.engines.scripted import ScriptedEngine
+        from openforgerl.rollout.proxy.server import build_app
+        from openforgerl.rollout.proxy.tool_parser import make_tool_parser
+
+        self.template = policy_template()
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="forge-proxy-test-"))
+        self.config = ProxyConfig(admin_token=ADMIN_TOKEN, data_dir=self.data_dir,
+                                  engine=ScriptedEngineConfig(turns=turns or [ScriptTurn(text="ok")]), **config)
+        self.engine = engine or ScriptedEngine(self.config.engine, template=self.template,
+                                               tool_parser=make_tool_parser("hermes"), respond=respond)
+        self.app = build_app(self.config, template=self.template, engine=self.engine)
+        self.registry = self.app.registry
+
+    def client(self):
+        import httpx
+
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url="http://proxy.test",
+                                 timeout=30)
+
+    async def new_rollout(self, client, metadata: dict[str, Any] | None = None) -> tuple[str, str]:
+        resp = await client.post("/rollouts", json={"metadata": metadata or {}},
+                                 headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
+        resp.raise_for_status()
+        return resp.json()["id"], resp.json()["token"]
+
+    async def trajectory(self, client, rollout_id: str) -> dict[str, Any]:
+        resp = await client.get(f"/rollouts/{rollout_id}/trajectory",
+                                headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
+        resp.raise_for_status()
+        return resp.json()
