@@ -121,7 +121,8 @@ class DockerEnginePart(Part):
     def _start(self, report: Reporter) -> PartStatus:
         binary = dockerd_binary()
         if binary is None:
-            raise DockerError("docker.io installed but no dockerd binary found", fix="apt-get install --reinstall docker.io")
+            raise DockerError("docker.io installed but no dockerd binary found",
+                              fix="apt-get install --reinstall docker.io")
         began = time.monotonic()
         pid = _proc.start_detached([binary], SERVICE)
         self._wait_until_up(pid, began)

@@ -62,7 +62,8 @@ def probe_registry(port: int) -> tuple[str, str]:
             response = client.get(url)
     except httpx.HTTPError as exc:
         if port_in_use(port):
-            return "foreign", f"port {port} on {HOST} is taken by something that does not answer HTTP ({type(exc).__name__})"
+            return "foreign", (f"port {port} on {HOST} is taken by something that does not answer HTTP "
+                               f"({type(exc).__name__})")
         return "free", f"no registry running on {HOST}:{port}"
     is_registry = response.headers.get(API_HEADER, "").startswith("registry/2")
     if response.status_code == 200 and is_registry:
