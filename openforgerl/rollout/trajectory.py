@@ -59,6 +59,10 @@ class CallRecord:
     """What the proxy needs to recognise the next call of this lineage (see lineage.py)."""
     error: str = ""
 
+    def __post_init__(self) -> None:
+        # logprobs are stored as float32 (what engines compute in); keep memory equal to disk
+        self.logprobs = array("f", self.logprobs).tolist()
+
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"i": self.index, "st": self.status, "k": self.kind, "seg": self.segment,
                                 "p": pack_ids(self.prompt_suffix), "r": pack_ids(self.response),
