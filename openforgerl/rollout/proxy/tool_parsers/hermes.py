@@ -47,10 +47,11 @@ class HermesStream(ToolStream):
         if not text:
             return []
         body = text.rstrip()
+        if not body:
+            self._pending_space += text
+            return []
         out = self._pending_space + body
         self._pending_space = text[len(body):]
-        if not out:
-            return []
         self._started = True
         return [TextDelta(out)]
 
