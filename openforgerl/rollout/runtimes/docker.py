@@ -86,7 +86,7 @@ class DockerRuntime(Runtime):
             return
         except docker.errors.ImageNotFound:
             pass
-        if not _is_loopback_registry(image):
+        if not is_loopback_registry(image):
             raise SandboxError(f"image {image} not found", fix="build it (forge build-env) or fix the task's image")
         try:
             self.client.images.pull(image)
@@ -125,7 +125,7 @@ class DockerRuntime(Runtime):
         return removed
 
 
-def _is_loopback_registry(image: str) -> bool:
+def is_loopback_registry(image: str) -> bool:
     first = image.split("/", 1)[0] if "/" in image else ""
     host = first.rsplit(":", 1)[0] if first.count(":") == 1 else first
     return host in ("localhost", "127.0.0.1", "[::1]") or host.startswith("127.")

@@ -1,0 +1,41 @@
+"""forge rollout: run harnesses on tasks in sandboxes, verify, and record trajectories."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from openforgerl.cli import cli
+
+
+@cli.command()
+@click.argument("tasks", nargs=-1, type=click.Path(exists=True))
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="YAML/TOML run config.")
+@click.option("--harness", help="react, codex, claude-code, opencode, openclaw, mini-swe-agent, browser, oracle, nop.")
+@click.option("--model", help="Policy model name (default smollm2).")
+@click.option("-n", "--attempts", type=int, help="Rollouts per task.")
+@click.option("--concurrency", type=int, help="Rollouts at once.")
+@click.option("--runtime", type=click.Choice(["docker", "local"]), help="Where rollouts run.")
+@click.option("--proxy-url", help="Use a running forge proxy instead of starting one.")
+@click.option("--engine-url", help="vLLM base URL for the in-run proxy (default http://127.0.0.1:8000).")
+@click.option("--run-dir", type=click.Path(file_okay=False), help="Output directory (default runs/<time>-<harness>).")
+@click.option("-o", "--set", "overrides", multiple=True, help="Config override key.path=value (repeatable).")
+def rollout(tasks, config_file, harness, model, attempts, concurrency, runtime, proxy_url, engine_url, run_dir,
+            overrides) -> None:
+    """Roll out a harness on TASKS (task dirs or dirs of task dirs)."""
+    from openforgerl.config import resolve
+    from openforgerl.rollout.console import run_with_progress
+    from openforgerl.rollout.orchestrator import RolloutConfig
+
+    flags = {"harness": harness, "model": model, "attempts": attempts, "concurrency": concurrency,
+             "run_dir": run_dir}
+    sets = [f"{k}={v}" for k, v in flags.items() if v is not None]
+    sets += [f"runtime.type={runtime}"] if runtime else []
+    sets += [f"proxy.url={proxy_url}"] if proxy_url else []
+    sets += [f"proxy.engine.base_url={engine_url}"] if engine_url else []
+    defaults = {"tasks": list(tasks)} if tasks else {}
+    config = resolve(RolloutConfig, config_file, [*sets, *overrides], defaults=defaults)
+    if not config.tasks:
+        raise click.UsageError("give task directories (TASKS) or tasks: in --config")
+    asyncio.run(run_with_progress(config))

@@ -1,0 +1,282 @@
+"""The rollout orchestrator: (task, attempt) pairs -> sandboxed harness runs -> verified, recorded results.
+
+Per rollout: create the proxy rollout -> start the sandbox (task image + harness layer) -> run the
+harness on the instruction (agent timeout) -> kill what it left running -> run the verifier from a
+fresh /logs/verifier (verifier timeout) -> finish the proxy rollout with reward and status -> save
+the trajectory -> remove the sandbox.
+
+Invariant: every rollout ends in exactly one recorded status, written to ``rollouts.jsonl`` as
+soon as it is known — ``success`` / ``failure`` (the policy's), ``agent_timeout``,
+``infra_error`` (engine down, image missing, sandbox died or OOM, anything not the policy's fault:
+discarded for training, optionally retried as a new rollout) or ``verifier_error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from openforgerl.errors import ForgeError, SandboxError
+from openforgerl.log import get_logger
+from openforgerl.rollout.harness import AgentContext, Harness
+from openforgerl.rollout.proxy_handle import ProxyHandle, ProxySettings
+from openforgerl.rollout.runtime import (LABEL_ATTEMPT, LABEL_ROLLOUT, LABEL_RUN, LABEL_TASK, Runtime,
+                                         Sandbox, SandboxSpec)
+from openforgerl.rollout.runtimes import DockerRuntimeConfig, LocalRuntimeConfig
+from openforgerl.rollout.verify import run_verifier
+from openforgerl.tasks import Task
+
+log = get_logger(__name__)
+Status = Literal["success", "failure", "agent_timeout", "infra_error", "verifier_error"]
+STATUSES: tuple[str, ...] = ("success", "failure", "agent_timeout", "infra_error", "verifier_error")
+
+
+class RolloutConfig(BaseModel):
+    """One ``forge rollout`` run."""
+
+    tasks: list[str] = Field(default_factory=list)
+    """Task directories (or directories of task directories)."""
+    harness: str = "react"
+    harness_options: dict[str, Any] = Field(default_factory=dict)
+    """Passed to the harness adapter (e.g. tool_choice: required for small models)."""
+    model: str = "smollm2"
+    """The policy: the proxy's served name and tokenizer."""
+    attempts: int = Field(1, ge=1)
+    """Rollouts per task (a group, kept together for GRPO and pass@k)."""
+    concurrency: int = Field(4, ge=1)
+    runtime: DockerRuntimeConfig | LocalRuntimeConfig = Field(default_factory=DockerRuntimeConfig,
+                                                              discriminator="type")
+    proxy: ProxySettings = Field(default_factory=ProxySettings)
+    run_dir: str | None = None
+    """Where results go (default runs/<time>-<harness>)."""
+    agent_timeout_sec: float | None = Field(None, gt=0)
+    """Overrides every task's [agent] timeout_sec."""
+    verifier_timeout_sec: float | None = Field(None, gt=0)
+    """Overrides every task's [verifier] timeout_sec."""
+    pass_threshold: float = 1.0
+    """A reward at or above this is a success."""
+    retry_infra: int = Field(0, ge=0)
+    """Retry an infra_error this many times, each as a new rollout."""
+    agent_user: str | None = None
+    """Run the harness as this user (e.g. 1000:1000); root when unset."""
+    workdir: str = "/app"
+    """Where the agent works and the verifier runs."""
+
+
+@dataclass
+class RolloutResult:
+    """One line of rollouts.jsonl."""
+
+    rollout_id: str
+    task: str
+    attempt: int
+    harness: str
+    status: Status
+    reward: float | None
+    reason: str = ""
+    try_index: int = 0
+    """0 for the first try of (task, attempt); n for its n-th infra retry."""
+    timings: dict[str, float] = field(default_factory=dict)
+    model_usage: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    harness_exit_code: int | None = None
+    trajectory: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=str)
+
+
+@dataclass
+class Job:
+    task: Task
+    attempt: int
+    try_index: int = 0
+
+
+class Orchestrator:
+    """Runs jobs with bounded concurrency; ``on_result`` sees each result as soon as it is recorded."""
+
+    def __init__(self, config: RolloutConfig, runtime: Runtime, harness: Harness, proxy: ProxyHandle,
+                 run_dir: Path, run_id: str, image_for: Any, on_result: Any = None) -> None:
+        self.config, self.runtime, self.harness, self.proxy = config, runtime, harness, proxy
+        self.run_dir, self.run_id, self.image_for = run_dir, run_id, image_for
+        self.on_result = on_result or (lambda result: None)
+        self.results: list[RolloutResult] = []
+        self._out = (run_dir / "rollouts.jsonl").open("a", encoding="utf-8")
+
+    async def run(self, tasks: list[Task]) -> list[RolloutResult]:
+        queue: asyncio.Queue[Job] = asyncio.Queue()
+        for task in tasks:
+            for attempt in range(self.config.attempts):
+                queue.put_nowait(Job(task, attempt))
+        workers = [asyncio.create_task(self._worker(queue)) for _ in range(self.config.concurrency)]
+        try:
+            await queue.join()
+        finally:
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            self._out.close()
+        return self.results
+
+    async def _worker(self, queue: asyncio.Queue[Job]) -> None:
+        while True:
+            job = await queue.get()
+            try:
+                result = await self.run_one(job)
+                self._record(result)
+                if result.status == "infra_error" and job.try_index < self.config.retry_infra:
+                    queue.put_nowait(Job(job.task, job.attempt, job.try_index + 1))
+            finally:
+                queue.task_done()
+
+    def _record(self, result: RolloutResult) -> None:
+        self.results.append(result)
+        self._out.write(result.to_json() + "\n")
+        self._out.flush()
+        self.on_result(result)
+
+    async def run_one(self, job: Job) -> RolloutResult:
+        """One rollout, start to finish; never raises (a crash here is recorded as infra_error)."""
+        started = time.monotonic()
+        rollout_id, token = "", ""
+        metadata = {"task": job.task.name, "attempt": job.attempt, "harness": self.harness.name,
+                    "run": self.run_id, "model": self.config.model, "try": job.try_index}
+        try:
+            rollout_id, token = await self.proxy.create(metadata)
+        except ForgeError as exc:
+            return self._result(job, f"no-proxy-{job.task.name}-{job.attempt}-{job.try_index}", "infra_error",
+                                None, f"proxy: {exc}", {"total_s": time.monotonic() - started})
+        try:
+            outcome = await self._sandboxed(job, rollout_id, token)
+        except asyncio.CancelledError:
+            outcome = _Outcome("infra_error", None, "cancelled")
+            await self._finish(job, rollout_id, outcome, metadata, started)
+            raise
+        except ForgeError as exc:
+            outcome = _Outcome("infra_error", None, str(exc))
+        except Exception as exc:  # a bug of ours must still end the rollout with one status
+            log.error("rollout %s crashed:\n%s", rollout_id, traceback.format_exc())
+            outcome = _Outcome("infra_error", None, f"internal error: {type(exc).__name__}: {exc}")
+        return await self._finish(job, rollout_id, outcome, metadata, started)
+
+    async def _sandboxed(self, job: Job, rollout_id: str, token: str) -> _Outcome:
+        task, outcome = job.task, _Outcome("infra_error", None, "")
+        t0 = time.monotonic()
+        image = await self.image_for(task, self.harness)
+        spec = SandboxSpec(image=image, labels={LABEL_RUN: self.run_id, LABEL_ROLLOUT: rollout_id,
+                                                LABEL_TASK: task.name, LABEL_ATTEMPT: str(job.attempt)},
+                           cpus=task.config.environment.cpus, memory_mb=task.config.environment.memory_mb,
+                           workdir="/")
+        sandbox = await self.runtime.start(spec)
+        outcome.timings["container_start_s"] = time.monotonic() - t0
+        try:
+            await self._agent_phase(sandbox, job, rollout_id, token, outcome)
+            if outcome.status != "infra_error":
+                await self._verify_phase(sandbox, task, outcome)
+        finally:
+            await self._save_logs(sandbox, rollout_id)
+            await sandbox.stop()
+        return outcome
+
+    async def _agent_phase(self, sandbox: Sandbox, job: Job, rollout_id: str, token: str, outcome: _Outcome) -> None:
+        timeout = self.config.agent_timeout_sec or job.task.config.agent.timeout_sec
+        ctx = AgentContext(instruction=job.task.instruction, base_url=self.proxy.base_url, api_key=token,
+                           model=self.config.model, workdir=self.config.workdir, timeout_sec=timeout,
+                           user=self.config.agent_user, options=self.config.harness_options)
+        t0 = time.monotonic()
+        result = await self.harness.run(sandbox, job.task, ctx)
+        outcome.timings["harness_s"] = time.monotonic() - t0
+        outcome.harness_exit_code = result.exit_code
+        _write(self.run_dir / "logs" / rollout_id / "agent.stdout", result.stdout)
+        _write(self.run_dir / "logs" / rollout_id / "agent.stderr", result.stderr)
+        await sandbox.kill_strays()
+        health = await sandbox.health()
+        if not health.running or health.oom_killed:
+            outcome.status, outcome.reason = "infra_error", "sandbox OOM-killed" if health.oom_killed else health.detail
+        elif result.timed_out:
+            outcome.status, outcome.reason = "agent_timeout", f"agent ran past {timeout:.0f} s"
+        else:
+            outcome.status, outcome.reason = "failure", ""
+
+    async def _verify_phase(self, sandbox: Sandbox, task: Task, outcome: _Outcome) -> None:
+        timeout = self.config.verifier_timeout_sec or task.config.verifier.timeout_sec
+        verdict = await run_verifier(sandbox, task, timeout, self.config.workdir)
+        outcome.timings["verifier_s"] = verdict.seconds
+        outcome.metrics = verdict.metrics
+        if verdict.error:
+            health = await sandbox.health()
+            if not health.running:
+                outcome.status, outcome.reason = "infra_error", f"sandbox died during verification: {health.detail}"
+            else:
+                outcome.status, outcome.reason = "verifier_error", verdict.error
+            return
+        outcome.reward = verdict.reward
+        if outcome.status == "failure":  # the agent phase ended normally: the reward decides
+            outcome.status = "success" if verdict.reward >= self.config.pass_threshold else "failure"
+
+    async def _finish(self, job: Job, rollout_id: str, outcome: _Outcome, metadata: dict, started: float) -> RolloutResult:
+        outcome.timings["total_s"] = time.monotonic() - started
+        trajectory_path, usage = None, {}
+        try:
+            summary = await self.proxy.finish(rollout_id, outcome.reward, outcome.status,
+                                              {**metadata, "timings": outcome.timings, "reason": outcome.reason})
+            usage = _usage(summary)
+            if usage.get("engine_errors") and outcome.status in ("success", "failure", "agent_timeout"):
+                outcome.status, outcome.reason = "infra_error", f"engine failed on {usage['engine_errors']:.0f} call(s)"
+            trajectory = await self.proxy.trajectory(rollout_id)
+            trajectory_path = self.run_dir / "trajectories" / f"{rollout_id}.json"
+            _write(trajectory_path, json.dumps(trajectory))
+        except ForgeError as exc:
+            if outcome.status != "infra_error":
+                outcome.status, outcome.reason = "infra_error", f"proxy: {exc}"
+        return self._result(job, rollout_id, outcome.status, outcome.reward, outcome.reason, outcome.timings,
+                            usage, outcome.metrics, outcome.harness_exit_code,
+                            str(trajectory_path.relative_to(self.run_dir)) if trajectory_path else None)
+
+    def _result(self, job: Job, rollout_id: str, status: Status, reward: float | None, reason: str,
+                timings: dict[str, float], usage: dict[str, float] | None = None, metrics: dict | None = None,
+                exit_code: int | None = None, trajectory: str | None = None) -> RolloutResult:
+        return RolloutResult(rollout_id, job.task.name, job.attempt, self.harness.name, status, reward, reason,
+                             job.try_index, {k: round(v, 3) for k, v in timings.items()}, usage or {},
+                             metrics or {}, exit_code, trajectory)
+
+    async def _save_logs(self, sandbox: Sandbox, rollout_id: str) -> None:
+        try:
+            await sandbox.get("/logs", self.run_dir / "logs" / rollout_id)
+        except (SandboxError, OSError):
+            pass  # nothing to save (the sandbox died, or the harness wrote no logs)
+
+
+@dataclass
+class _Outcome:
+    status: Status
+    reward: float | None
+    reason: str
+    timings: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    harness_exit_code: int | None = None
+
+
+def _usage(summary: dict[str, Any]) -> dict[str, float]:
+    """Model time and tokens of a rollout, from the proxy's per-call telemetry."""
+    calls = summary.get("calls", [])
+    usage: dict[str, float] = {"calls": len(calls),
+                               "engine_errors": sum(c.get("status") == "engine_error" for c in calls)}
+    for call in calls:
+        for key, value in call.items():
+            if key.endswith(("_s", "_tokens", "tokens_in", "tokens_out")) and isinstance(value, (int, float)):
+                usage[key] = usage.get(key, 0) + value
+    return usage
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

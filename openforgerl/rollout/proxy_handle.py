@@ -1,0 +1,115 @@
+"""The orchestrator's side of the recording proxy: start one in-process, or use a running one.
+
+Invariant: the orchestrator only ever talks to the proxy through its admin API (create a rollout,
+finish it, read its trajectory), whether the proxy runs in this process or elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field
+
+from openforgerl.errors import ProxyError
+from openforgerl.rollout.proxy.engine import EngineConfig, VLLMEngineConfig
+
+
+class ProxySettings(BaseModel):
+    """Which recording proxy a run uses."""
+
+    url: str | None = None
+    """A running proxy (``forge proxy``); unset: start one inside this run."""
+    admin_token: str | None = None
+    """The running proxy's admin token (required with ``url``)."""
+    host: str = "127.0.0.1"
+    """Where the in-run proxy listens; harness containers reach it there (host networking)."""
+    port: int = 0
+    """In-run proxy port; 0 picks a free one."""
+    engine: EngineConfig = Field(default_factory=VLLMEngineConfig)
+    """The in-run proxy's engine (vLLM from ``forge serve`` by default)."""
+    tokenizer: str | None = None
+    """A tokenizer directory instead of the pulled model's."""
+
+
+class ProxyHandle:
+    def __init__(self, base_url: str, admin_token: str, data_dir: Path | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.admin_token = admin_token
+        self.data_dir = data_dir
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=60,
+                                       headers={"authorization": f"Bearer {admin_token}"})
+
+    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            response = await self._http.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise ProxyError(f"proxy at {self.base_url} unreachable: {exc}", fix="check forge proxy is running") from exc
+        if response.status_code != 200:
+            raise ProxyError(f"proxy {method} {path} -> {response.status_code}: {response.text[:300]}")
+        return response.json()
+
+    async def create(self, metadata: dict[str, Any]) -> tuple[str, str]:
+        data = await self._call("POST", "/rollouts", {"metadata": metadata})
+        return data["id"], data["token"]
+
+    async def finish(self, rollout_id: str, reward: float | None, status: str, metadata: dict[str, Any]) -> dict:
+        return await self._call("POST", f"/rollouts/{rollout_id}/finish",
+                                {"reward": reward, "status": status, "metadata": metadata})
+
+    async def trajectory(self, rollout_id: str) -> dict[str, Any]:
+        return await self._call("GET", f"/rollouts/{rollout_id}/trajectory")
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+
+@contextlib.asynccontextmanager
+async def open_proxy(settings: ProxySettings, model: str, data_dir: Path) -> AsyncIterator[ProxyHandle]:
+    if settings.url:
+        if not settings.admin_token:
+            raise ProxyError("proxy.url is set but proxy.admin_token is not",
+                             fix="pass the running proxy's admin token (proxy.admin_token=...)")
+        handle = ProxyHandle(settings.url, settings.admin_token)
+        try:
+            yield handle
+        finally:
+            await handle.close()
+        return
+    async with _in_process(settings, model, data_dir) as handle:
+        yield handle
+
+
+@contextlib.asynccontextmanager
+async def _in_process(settings: ProxySettings, model: str, data_dir: Path) -> AsyncIterator[ProxyHandle]:
+    import uvicorn
+
+    from openforgerl.rollout.proxy.config import ProxyConfig
+    from openforgerl.rollout.proxy.server import build_app
+
+    token = secrets.token_urlsafe(24)
+    config = ProxyConfig(host=settings.host, port=settings.port, admin_token=token, model=model,
+                         tokenizer=settings.tokenizer, engine=settings.engine, data_dir=str(data_dir))
+    app = await asyncio.to_thread(build_app, config)
+    server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, http="httptools",
+                                           lifespan="off", access_log=False, log_level="warning",
+                                           timeout_keep_alive=120))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            serving.result()  # raises why it could not start (port taken, ...)
+            raise ProxyError("the in-run proxy stopped while starting")
+        await asyncio.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    handle = ProxyHandle(f"http://{settings.host}:{port}", token, data_dir)
+    try:
+        yield handle
+    finally:
+        await handle.close()
+        server.should_exit = True
+        await serving
