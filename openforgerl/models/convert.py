@@ -103,7 +103,8 @@ def pull(name: str) -> PullResult:
     target = model_dir(name)
     wanted = source.marker(spec)
     if read_marker(target) == wanted:
-        _sync_chat_template(spec, target)
+        with map_os_errors(f"updating the chat template in {target}"):
+            _sync_chat_template(spec, target)
         return PullResult(target, False, time.monotonic() - started, source)
     with map_os_errors(f"converting {name} into {target}"):
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -173,11 +174,13 @@ def _sync_chat_template(spec: ModelSpec, directory: Path) -> None:
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
     config_path = directory / "tokenizer_config.json"
-    if config_path.is_file():
+    try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
-        if "chat_template" in config and config["chat_template"] != text:
-            config["chat_template"] = text
-            config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    except (OSError, ValueError):
+        return
+    if isinstance(config, dict) and config.get("chat_template", text) != text:
+        config["chat_template"] = text
+        config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _install(staging: Path, target: Path, wanted: dict[str, Any]) -> None:

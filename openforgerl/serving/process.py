@@ -38,6 +38,7 @@ class ServerRecord:
     log: str
     command: list[str] = field(default_factory=list)
     started_at: float = 0.0
+    log_offset: int = 0  # where this run's output starts in the (appended-to) log
 
     def save(self, path: Path) -> None:
         with map_os_errors(f"writing {path}"):
@@ -90,23 +91,28 @@ def exclusive(lock_path: Path) -> Iterator[None]:
         yield
 
 
-def start_detached(command: list[str], env: dict[str, str], log_path: Path) -> int:
-    """Start ``command`` in its own session (so it survives us), output appended to ``log_path``."""
+def start_detached(command: list[str], env: dict[str, str], log_path: Path) -> tuple[int, int]:
+    """Start ``command`` in its own session (so it survives us), output appended to ``log_path``.
+
+    Returns the pid and the log offset where this run's output starts."""
     with map_os_errors(f"starting {command[0]} with its log at {log_path}"):
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
+            offset = log.tell()
             log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n".encode())
             log.flush()
             process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True)
-    return process.pid
+    return process.pid, offset
 
 
-def log_tail(path: Path, lines: int = 15) -> str:
+def log_tail(path: Path, offset: int = 0, lines: int = 15) -> str:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            text = handle.read().decode("utf-8", errors="replace")
     except OSError:
-        return "(no log)"
+        return "    (no log)"
     kept = [line for line in text.splitlines() if line.strip()][-lines:]
     return "\n".join("    " + line for line in kept)
 
@@ -125,12 +131,12 @@ def wait_healthy(record: ServerRecord, health_url: str, command_marker: str, tim
         if healthy(health_url):
             return
         if not process_alive(record.pid, command_marker):
-            raise ProviderError(f"the {record.model} server exited during startup; last log lines:\n"
-                                f"{log_tail(Path(record.log))}",
+            raise ProviderError(f"the {record.model} server exited during startup; its log ends with:\n"
+                                f"{log_tail(Path(record.log), record.log_offset)}\n",
                                 fix=f"read the full log {record.log}, correct the cause, then rerun")
         time.sleep(1.0)
     raise ProviderError(f"the {record.model} server did not become healthy at {health_url} within "
-                        f"{timeout_s:.0f} s; last log lines:\n{log_tail(Path(record.log))}",
+                        f"{timeout_s:.0f} s; its log ends with:\n{log_tail(Path(record.log), record.log_offset)}\n",
                         fix=f"read {record.log}; on a busy machine raise the startup timeout (--timeout)")
 
 

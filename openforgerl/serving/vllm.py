@@ -116,8 +116,7 @@ def vllm_distribution() -> tuple[str, str] | None:
 def server_command(config: VllmConfig, device: str) -> list[str]:
     """The full command line of the server (run through our launcher, see launcher.py)."""
     spec = get_model(config.model)
-    command = [sys.executable, "-m", LAUNCHER,
-               "--model", str(require_pulled(spec.name)), "--served-model-name", spec.name,
+    command = [sys.executable, "-m", LAUNCHER, str(require_pulled(spec.name)), "--served-model-name", spec.name,
                "--host", config.host, "--port", str(config.port),
                "--max-model-len", str(config.max_model_len or spec.max_model_len),
                "--chat-template", str(chat_template_path(spec.name)),
@@ -193,9 +192,9 @@ def _launch(config: VllmConfig) -> ServerRecord:
         raise UserError(f"vLLM is not installed in this Python ({sys.executable})",
                         fix=CPU_HINT if device == "cpu" else GPU_HINT)
     command = server_command(config, device)
-    pid = process.start_detached(command, server_env(config, device), log_path())
+    pid, offset = process.start_detached(command, server_env(config, device), log_path())
     record = ServerRecord(pid=pid, model=config.model, host=config.host, port=config.port, url=config.base_url,
-                          log=str(log_path()), command=command, started_at=time.time())
+                          log=str(log_path()), command=command, started_at=time.time(), log_offset=offset)
     record.save(record_path())
     return record
 
