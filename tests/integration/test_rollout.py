@@ -1,0 +1,165 @@
+"""forge rollout end to end: real Docker engine, real in-run proxy (scripted engine), real harness layer.
+
+Fault injection: each failure gives its exact status, and counts reconcile (nothing lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from openforgerl.rollout.harness import AgentContext, Harness, Invocation
+from openforgerl.rollout.orchestrator import STATUSES, RolloutConfig
+from openforgerl.rollout.proxy_handle import ProxySettings
+from openforgerl.rollout.run import run_rollouts
+
+pytestmark = pytest.mark.docker
+
+WRITE_HI = {"tool_calls": [{"name": "write_file", "arguments": {"path": "/app/hello.txt", "content": "hi"}}]}
+WRITE_BYE = {"tool_calls": [{"name": "write_file", "arguments": {"path": "/app/hello.txt", "content": "bye"}}]}
+FINISH = {"tool_calls": [{"name": "finish", "arguments": {"message": "done"}}]}
+
+TEST_SH = """#!/bin/bash
+if [ "$(cat /app/hello.txt 2>/dev/null)" = hi ]; then r=1; else r=0; fi
+echo "{\\"reward\\": $r, \\"checked\\": \\"hello.txt\\"}" > /logs/verifier/reward.json
+"""
+
+
+def make_task(root: Path, name: str, *, test_sh: str = TEST_SH, image: str | None = None,
+              agent_timeout: float = 120) -> Path:
+    task = root / name
+    for sub in ("environment", "tests", "solution"):
+        (task / sub).mkdir(parents=True)
+    env = f'docker_image = "{image}"\n' if image else ""
+    (task / "task.toml").write_text(f'[task]\nname = "{name}"\ndomain = "claw"\n[agent]\ntimeout_sec = {agent_timeout}\n'
+                                    f"[environment]\n{env}")
+    (task / "instruction.md").write_text("Create the file /app/hello.txt containing hi.\n")
+    (task / "environment" / "Dockerfile").write_text("FROM openforgerl/base:bookworm\nRUN mkdir -p /app\n")
+    (task / "tests" / "test.sh").write_text(test_sh)
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\necho hi > /app/hello.txt\n")
+    return task
+
+
+def config(tmp_path: Path, tasks: list[Path], turns: list[dict] | None = None, **kw) -> RolloutConfig:
+    engine = {"type": "scripted", "turns": turns or [WRITE_HI, FINISH]}
+    return RolloutConfig(tasks=[str(t) for t in tasks], harness=kw.pop("harness", "react"), concurrency=1,
+                         run_dir=str(tmp_path / "run"), proxy=ProxySettings(engine=engine), **kw)
+
+
+def rollout(cfg: RolloutConfig, harness: Harness | None = None):
+    run_dir, results = asyncio.run(run_rollouts(cfg, harness=harness))
+    lines = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert len(lines) == len(results) == summary["rollouts"]
+    assert sum(summary["statuses"].values()) == len({(r.task, r.attempt) for r in results})
+    assert all(line["status"] in STATUSES for line in lines)
+    return run_dir, results
+
+
+class ShellHarness(Harness):
+    """A stand-in agent that runs one shell command (fault injection)."""
+
+    name = "shell"
+
+    def __init__(self, script: str) -> None:
+        super().__init__()
+        self.script = script
+
+    def invocation(self, ctx: AgentContext) -> Invocation:
+        return Invocation(["bash", "-c", self.script])
+
+
+def test_react_right_tool_call_succeeds_and_the_trajectory_is_recorded(tmp_path: Path):
+    task = make_task(tmp_path, "hello")
+    run_dir, results = rollout(config(tmp_path, [task], attempts=2))
+    assert [r.status for r in results] == ["success", "success"]
+    assert all(r.reward == 1.0 and r.metrics == {"checked": "hello.txt"} for r in results)
+    trajectory = json.loads((run_dir / results[0].trajectory).read_text())
+    assert trajectory["status"] == "success" and trajectory["reward"] == 1.0
+    assert trajectory["counts"]["clean"] == 2 and len(trajectory["segments"]) == 1
+    segment = trajectory["segments"][0]
+    assert len(segment["response_ids"]) == len(segment["response_mask"]) == len(segment["logprobs"])
+    assert 0 < sum(segment["response_mask"]) < len(segment["response_mask"])  # tool output masked out
+    assert results[0].timings["container_start_s"] > 0 and results[0].model_usage["calls"] == 2
+    assert (run_dir / "config.yaml").exists()
+    assert "write_file" in (run_dir / "logs" / results[0].rollout_id / "agent.stdout").read_text()
+
+
+def test_react_wrong_tool_call_is_a_policy_failure_with_reward_0(tmp_path: Path):
+    task = make_task(tmp_path, "hello")
+    _, results = rollout(config(tmp_path, [task], turns=[WRITE_BYE, FINISH]))
+    assert [(r.status, r.reward) for r in results] == [("failure", 0.0)]
+
+
+def test_agent_written_reward_file_and_planted_test_script_are_ignored(tmp_path: Path):
+    task = make_task(tmp_path, "hello")
+    cheat = ShellHarness("mkdir -p /logs/verifier /tests && echo '{\"reward\": 1}' > /logs/verifier/reward.json"
+                         " && printf 'exit 0' > /tests/test.sh"
+                         " && (setsid sh -c 'while true; do echo 1 > /logs/verifier/reward.txt; sleep 0.05; done' &)")
+    _, results = rollout(config(tmp_path, [task]), harness=cheat)
+    assert [(r.status, r.reward) for r in results] == [("failure", 0.0)]
+
+
+def test_harness_crash_is_recorded_as_policy_failure_with_its_exit_code(tmp_path: Path):
+    task = make_task(tmp_path, "hello")
+    _, results = rollout(config(tmp_path, [task]), harness=ShellHarness("kill -SEGV $$"))
+    assert [(r.status, r.reward, r.harness_exit_code) for r in results] == [("failure", 0.0, 139)]
+
+
+def test_hung_harness_is_an_agent_timeout(tmp_path: Path):
+    task = make_task(tmp_path, "hello", agent_timeout=2)
+    started = time.monotonic()
+    _, results = rollout(config(tmp_path, [task]), harness=ShellHarness("sleep 600 & sleep 600"))
+    assert [r.status for r in results] == ["agent_timeout"]
+    assert time.monotonic() - started < 60
+
+
+def test_verifier_crash_is_a_verifier_error(tmp_path: Path):
+    task = make_task(tmp_path, "hello", test_sh="#!/bin/bash\necho boom >&2\nexit 2\n")
+    _, results = rollout(config(tmp_path, [task]))
+    assert results[0].status == "verifier_error" and "boom" in results[0].reason
+
+
+def test_missing_image_is_an_infra_error_and_is_retried_as_new_rollouts(tmp_path: Path):
+    task = make_task(tmp_path, "hello", image="openforgerl/does-not-exist:1")
+    run_dir, results = rollout(config(tmp_path, [task], retry_infra=1))
+    assert [(r.status, r.try_index) for r in results] == [("infra_error", 0), ("infra_error", 1)]
+    assert "not found" in results[0].reason
+    assert results[0].rollout_id != results[1].rollout_id
+
+
+def test_engine_down_is_an_infra_error(tmp_path: Path):
+    task = make_task(tmp_path, "hello")
+    cfg = config(tmp_path, [task])
+    cfg.proxy = ProxySettings(engine={"type": "vllm", "base_url": "http://127.0.0.1:9", "model": "smollm2",
+                                      "timeout_s": 5})
+    _, results = rollout(cfg)
+    assert results[0].status == "infra_error" and "engine" in results[0].reason
+
+
+def test_container_killed_mid_run_is_an_infra_error(tmp_path: Path):
+    import docker
+
+    task = make_task(tmp_path, "hello")
+    client = docker.from_env()
+    stop = threading.Event()
+
+    def killer() -> None:
+        while not stop.is_set():
+            for container in client.containers.list(filters={"label": "openforgerl.run=run"}):
+                container.kill()
+                return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        _, results = rollout(config(tmp_path, [task]), harness=ShellHarness("sleep 30"))
+    finally:
+        stop.set()
+    assert results[0].status == "infra_error"
