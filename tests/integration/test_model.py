@@ -173,6 +173,17 @@ def test_forge_chat_forces_a_named_tool_from_a_spec_file(base_url, tmp_path):
     assert "tool call: write_file(" in done.stdout and "token ids (" in done.stdout
 
 
+def test_serving_again_is_a_no_op_and_a_second_server_is_refused(base_url):
+    again = forge("serve", "--model", MODEL)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == base_url and "already serving" in again.stderr
+    if vllm.running_server() is None:
+        pytest.skip("the server on the port was not started by forge; a second one would really start")
+    other = forge("serve", "--model", MODEL, "--port", "8009")
+    assert other.returncode == 1
+    assert other.stderr.strip().splitlines()[-1].startswith(f"UserError: forge already serves {MODEL} at {base_url}")
+
+
 def test_doctor_parts_see_the_model_and_the_server(base_url):
     from openforgerl.models.parts import ModelPart
 
