@@ -205,8 +205,9 @@ class ProxyApp:
 
     async def _other(self, method: str, path: str, headers, receive: Receive, send: Send) -> None:
         if method == "GET" and path == "/health":
-            return await send_json(send, 200, {"status": "ok", "model": self.model,
-                                               "rollouts": len(self.registry.by_id)})
+            return await send_json(send, 200, {
+                "status": "ok", "model": self.model, "rollouts": len(self.registry.by_id),
+                "inflight": sum(len(r.in_flight) for r in self.registry.by_id.values())})
         if method == "GET" and path == "/v1/models":
             return await send_json(send, 200, {"object": "list", "data": [
                 {"id": self.model, "object": "model", "type": "model", "created": 0,

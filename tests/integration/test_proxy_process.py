@@ -1,0 +1,149 @@
+"""The real ``forge proxy`` process: kill -9 mid-rollout loses nothing; a client that hangs up is recorded.
+
+The proxy runs as its own process on a free loopback port with the scripted engine (slow enough
+that we can act mid-answer) and the policy's real tokenizer.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from openforgerl.testing.proxy import policy_template
+
+ADMIN = "integration-admin-token"
+TOOLS = [{"type": "function", "function": {"name": "write_file", "parameters": {"type": "object"}}}]
+LONG = "This answer is long on purpose so that it streams for a while. " * 6
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("tokenizer")
+    policy_template().tokenizer.save_pretrained(str(directory))
+    return directory
+
+
+class ProxyProcess:
+    def __init__(self, tmp: Path, tokenizer_dir: Path) -> None:
+        self.data_dir, self.port = tmp / "data", free_port()
+        self.script = tmp / "script.yaml"
+        self.script.write_text(yaml.safe_dump({"token_delay_s": 0.05, "turns": [
+            {"tool_calls": [{"name": "write_file", "arguments": {"path": "hello.txt", "content": "hi"}}]},
+            {"text": LONG}]}))
+        self.tokenizer_dir = tokenizer_dir
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "openforgerl", "proxy", "--engine", "scripted", "--script", str(self.script),
+             "--port", str(self.port), "--admin-token", ADMIN, "--data-dir", str(self.data_dir),
+             "--tokenizer", str(self.tokenizer_dir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.proc.stderr.read().decode()
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.2)
+        raise AssertionError("forge proxy did not become healthy in 90 s")
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+    def admin(self, method: str, path: str, **kw) -> httpx.Response:
+        return httpx.request(method, self.url + path, headers={"authorization": f"Bearer {ADMIN}"}, timeout=10, **kw)
+
+
+@pytest.fixture
+def proxy(tmp_path, tokenizer_dir):
+    process = ProxyProcess(tmp_path, tokenizer_dir)
+    process.start()
+    yield process
+    process.stop()
+
+
+def chat(proxy: ProxyProcess, token: str, messages: list, **extra) -> httpx.Response:
+    return httpx.post(proxy.url + "/v1/chat/completions", headers={"authorization": f"Bearer {token}"},
+                      json={"model": "smollm2", "messages": messages, "tools": TOOLS, **extra}, timeout=30)
+
+
+def test_kill_9_mid_rollout_loses_nothing_and_the_rollout_continues(proxy):
+    created = proxy.admin("POST", "/rollouts", json={"metadata": {"task": "hello"}}).json()
+    messages = [{"role": "user", "content": "create hello.txt containing hi"}]
+    first = chat(proxy, created["token"], messages).json()["choices"][0]["message"]
+    messages += [first, {"role": "tool", "tool_call_id": first["tool_calls"][0]["id"], "content": "ok"}]
+    before = proxy.admin("GET", f"/rollouts/{created['id']}/trajectory").json()
+
+    with httpx.stream("POST", proxy.url + "/v1/chat/completions", headers={"authorization": f"Bearer {created['token']}"},
+                      json={"messages": messages, "tools": TOOLS, "stream": True}, timeout=30) as resp:
+        lines = resp.iter_lines()
+        assert [next(lines) for _ in range(6)]  # the answer is streaming ...
+        proxy.kill9()  # ... and the proxy dies under it
+
+    proxy.start()  # same data dir, new process
+    recovered = proxy.admin("GET", f"/rollouts/{created['id']}/trajectory").json()
+    assert recovered["segments"] == before["segments"]
+    assert [c["status"] for c in recovered["calls"]] == ["ok", "interrupted"]
+    assert recovered["metadata"] == {"task": "hello"}
+
+    # the harness retries with the same token; the retry extends the recorded segment
+    retry = chat(proxy, created["token"], messages)
+    assert retry.status_code == 200  # (a fresh scripted engine starts its script over)
+    finished = proxy.admin("POST", f"/rollouts/{created['id']}/finish", json={"reward": 1.0}).json()
+    assert finished["counts"]["clean"] == 2 and finished["segments"] == 1
+    assert chat(proxy, created["token"], messages).status_code == 401
+
+    proxy.kill9()
+    proxy.start()
+    final = proxy.admin("GET", f"/rollouts/{created['id']}/trajectory").json()
+    assert final["reward"] == 1.0 and final["status"] == "completed" and len(final["segments"]) == 1
+    log = (proxy.data_dir / "rollouts" / f"{created['id']}.log").read_bytes()
+    assert created["token"].encode() not in log  # only the token's hash is stored
+    assert b"create hello.txt" not in log  # token ids, not request text (sizes: bench/results/proxy.md)
+
+
+def test_a_client_that_hangs_up_mid_stream_is_recorded_and_its_generation_stops(proxy):
+    created = proxy.admin("POST", "/rollouts").json()
+    messages = [{"role": "user", "content": "hello"}]
+    chat(proxy, created["token"], messages)  # the tool-call turn; next comes the long one
+    started = time.monotonic()
+    with httpx.stream("POST", proxy.url + "/v1/chat/completions", headers={"authorization": f"Bearer {created['token']}"},
+                      json={"messages": messages, "stream": True}, timeout=30) as resp:
+        lines = resp.iter_lines()
+        assert [next(lines) for _ in range(4)]
+    # the client is gone: the call is recorded and nothing keeps generating
+    deadline = time.monotonic() + 5
+    while proxy.admin("GET", "/health").json()["inflight"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proxy.admin("GET", "/health").json()["inflight"] == 0
+    assert time.monotonic() - started < 3  # well before the ~4 s the whole answer takes
+    calls = proxy.admin("GET", f"/rollouts/{created['id']}/trajectory").json()["calls"]
+    assert [c["status"] for c in calls] == ["ok", "client_disconnected"]
+    assert 0 < calls[1]["tokens_out"] < 60
