@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from openforgerl.cli import cli
+
+if TYPE_CHECKING:
+    from openforgerl.serving.chat import ChatReply
 
 
 @cli.command()
@@ -57,7 +62,7 @@ def chat(prompt: str, base_url: str | None, model_name: str, tool_choice: str | 
     _print_reply(chat_core.send_chat(url, body))
 
 
-def _print_reply(reply) -> None:
+def _print_reply(reply: ChatReply) -> None:
     import json
 
     from rich.console import Console

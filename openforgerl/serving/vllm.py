@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import httpx
@@ -76,11 +77,11 @@ class ServeResult:
     seconds: float
 
 
-def record_path():
+def record_path() -> Path:
     return state_dir() / "vllm.json"
 
 
-def log_path():
+def log_path() -> Path:
     return state_dir() / "vllm.log"
 
 
