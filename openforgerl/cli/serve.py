@@ -73,7 +73,7 @@ def _print_reply(reply: ChatReply) -> None:
         function = call.get("function", {})
         click.echo(f"tool call: {function.get('name')}({function.get('arguments')})")
     click.echo(f"finish reason: {reply.finish_reason}")
-    if reply.finish_reason == "length":
+    if reply.finish_reason == "length" and "<tool_call>" in reply.text:
         click.echo("note: the reply stopped at --max-tokens (a tool call cut short is not parsed)", err=True)
     click.echo(f"prompt token ids ({len(reply.prompt_token_ids)}): {json.dumps(reply.prompt_token_ids)}")
     click.echo(f"token ids ({len(reply.token_ids)}): {json.dumps(reply.token_ids)}")
