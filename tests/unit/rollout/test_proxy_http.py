@@ -153,7 +153,9 @@ def test_engine_down_is_a_503_in_the_dialect_shape_and_recorded(dialect, stream)
     async def scenario(client, rollout_id, token):
         resp = await client.post(PATHS[dialect], json=dict(BODIES[dialect], stream=stream),
                                  headers={"authorization": f"Bearer {token}"})
-        return resp, await proxy.trajectory(client, rollout_id)
+        trajectory = await proxy.trajectory(client, rollout_id)
+        await down.aclose()
+        return resp, trajectory
 
     resp, trajectory = run(with_rollout(proxy, scenario))
     assert "engine" in assert_dialect_error(dialect, resp, 503)
