@@ -34,6 +34,7 @@ def spec(**kw) -> SandboxSpec:
 def test_container_is_hardened_labelled_and_removed(docker_runtime):
     async def go():
         async with docker_runtime.sandbox(spec(cpus=1, memory_mb=256, pids_limit=64)) as box:
+            box.container.reload()
             attrs = box.container.attrs["HostConfig"]
             assert attrs["CapDrop"] == ["ALL"] and "NET_RAW" not in attrs["CapAdd"]
             assert attrs["SecurityOpt"] == ["no-new-privileges"]

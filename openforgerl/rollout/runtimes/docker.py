@@ -70,46 +70,56 @@ class DockerRuntime(Runtime):
 
     def _start(self, spec: SandboxSpec) -> DockerSandbox:
         labels = {**spec.labels, LABEL_OWNER_PID: str(os.getpid()), LABEL_OWNER_HOST: socket.gethostname()}
-        self._ensure_image(spec.image)
         try:
-            container = self.client.containers.run(spec.image, ["sleep", "infinity"], **self._run_kwargs(spec, labels))
+            container_id = self._create(spec, labels)
         except docker.errors.ImageNotFound as exc:
-            raise SandboxError(f"image {spec.image} not found", fix="build it (forge build-env) or fix the task's image") from exc
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"docker could not start {spec.image}: {exc.explanation or exc}") from exc
-        return DockerSandbox(container, spec)
-
-    def _ensure_image(self, image: str) -> None:
-        """Never let ``run`` pull implicitly: only a loopback registry may be pulled from."""
+            if not is_loopback_registry(spec.image):
+                raise SandboxError(f"image {spec.image} not found",
+                                   fix="build it (forge build-env) or fix the task's image") from exc
+            self._pull(spec.image)
+            container_id = self._create(spec, labels)
         try:
-            self.client.images.get(image)
-            return
+            self.client.api.start(container_id)
+        except docker.errors.APIError as exc:
+            self.client.api.remove_container(container_id, force=True)
+            raise SandboxError(f"docker could not start {spec.image}: {exc.explanation or exc}") from exc
+        return DockerSandbox(self.client.containers.prepare_model({"Id": container_id}), spec)
+
+    def _create(self, spec: SandboxSpec, labels: dict[str, str]) -> str:
+        """Create (never pull: the low-level API does not, unlike ``containers.run``)."""
+        api = self.client.api
+        try:
+            created = api.create_container(
+                spec.image, ["sleep", "infinity"], detach=True, labels=labels, environment=spec.env,
+                working_dir=spec.workdir, name=f"forge-{labels.get(LABEL_RUN, 'run')[:24]}-{uuid.uuid4().hex[:8]}",
+                host_config=api.create_host_config(**self._host_config(spec)))
         except docker.errors.ImageNotFound:
-            pass
-        if not is_loopback_registry(image):
-            raise SandboxError(f"image {image} not found", fix="build it (forge build-env) or fix the task's image")
+            raise
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"docker could not create a container of {spec.image}: {exc.explanation or exc}") from exc
+        return created["Id"]
+
+    def _pull(self, image: str) -> None:
         try:
             self.client.images.pull(image)
         except docker.errors.APIError as exc:
             raise SandboxError(f"pulling {image} failed: {exc.explanation or exc}",
                                fix="push it to the local registry (forge build-env --push) or fix the reference") from exc
 
-    def _run_kwargs(self, spec: SandboxSpec, labels: dict[str, str]) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "detach": True, "labels": labels, "environment": spec.env, "working_dir": spec.workdir,
+    def _host_config(self, spec: SandboxSpec) -> dict[str, Any]:
+        config: dict[str, Any] = {
             "network_mode": spec.network, "cap_drop": ["ALL"], "cap_add": self.config.cap_add,
             "security_opt": ["no-new-privileges"], "pids_limit": spec.pids_limit,
             "init": True,  # tini as PID 1 reaps what killed exec sessions leave behind
-            "name": f"forge-{labels.get(LABEL_RUN, 'run')[:24]}-{uuid.uuid4().hex[:8]}",
         }
         if spec.cpus:
-            kwargs["nano_cpus"] = int(spec.cpus * 1e9)
+            config["nano_cpus"] = int(spec.cpus * 1e9)
         if spec.memory_mb:
-            kwargs["mem_limit"] = f"{spec.memory_mb}m"
-            kwargs["memswap_limit"] = f"{spec.memory_mb}m"  # no swap: an OOM is an OOM
+            config["mem_limit"] = f"{spec.memory_mb}m"
+            config["memswap_limit"] = f"{spec.memory_mb}m"  # no swap: an OOM is an OOM
         if spec.network == "bridge" and self.config.host_gateway:
-            kwargs["extra_hosts"] = {"host.docker.internal": "host-gateway"}
-        return kwargs
+            config["extra_hosts"] = {"host.docker.internal": "host-gateway"}
+        return config
 
     async def sweep(self) -> int:
         return await asyncio.to_thread(self._sweep)
