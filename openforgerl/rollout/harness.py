@@ -52,6 +52,8 @@ class Harness(ABC):
     name: ClassVar[str] = "harness"
     tool: ClassVar[str | None] = None
     """Entry of the install catalog whose files the harness image layer carries (None: nothing)."""
+    uses_model: ClassVar[bool] = True
+    """False for harnesses that call no model (nop, oracle): their rollouts need no proxy."""
 
     def __init__(self, **options: Any) -> None:
         self.options = options

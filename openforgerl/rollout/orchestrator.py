@@ -17,6 +17,7 @@ import asyncio
 import json
 import time
 import traceback
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -103,7 +104,7 @@ class Job:
 class Orchestrator:
     """Runs jobs with bounded concurrency; ``on_result`` sees each result as soon as it is recorded."""
 
-    def __init__(self, config: RolloutConfig, runtime: Runtime, harness: Harness, proxy: ProxyHandle,
+    def __init__(self, config: RolloutConfig, runtime: Runtime, harness: Harness, proxy: ProxyHandle | None,
                  run_dir: Path, run_id: str, image_for: Any, on_result: Any = None) -> None:
         self.config, self.runtime, self.harness, self.proxy = config, runtime, harness, proxy
         self.run_dir, self.run_id, self.image_for = run_dir, run_id, image_for
@@ -150,7 +151,7 @@ class Orchestrator:
         metadata = {"task": job.task.name, "attempt": job.attempt, "harness": self.harness.name,
                     "run": self.run_id, "model": self.config.model, "try": job.try_index}
         try:
-            rollout_id, token = await self.proxy.create(metadata)
+            rollout_id, token = await self.proxy.create(metadata) if self.proxy else (f"r-{uuid.uuid4().hex[:16]}", "")
         except ForgeError as exc:
             return self._result(job, f"no-proxy-{job.task.name}-{job.attempt}-{job.try_index}", "infra_error",
                                 None, f"proxy: {exc}", {"total_s": time.monotonic() - started})
@@ -188,7 +189,8 @@ class Orchestrator:
 
     async def _agent_phase(self, sandbox: Sandbox, job: Job, rollout_id: str, token: str, outcome: _Outcome) -> None:
         timeout = self.config.agent_timeout_sec or job.task.config.agent.timeout_sec
-        ctx = AgentContext(instruction=job.task.instruction, base_url=self.proxy.base_url, api_key=token,
+        ctx = AgentContext(instruction=job.task.instruction, base_url=self.proxy.base_url if self.proxy else "",
+                           api_key=token,
                            model=self.config.model, workdir=self.config.workdir, timeout_sec=timeout,
                            user=self.config.agent_user, options=self.config.harness_options)
         t0 = time.monotonic()
@@ -226,6 +228,8 @@ class Orchestrator:
         outcome.timings["total_s"] = time.monotonic() - started
         trajectory_path, usage = None, {}
         try:
+            if self.proxy is None:  # a harness that calls no model (nop, oracle) records no trajectory
+                raise _NoProxy
             summary = await self.proxy.finish(rollout_id, outcome.reward, outcome.status,
                                               {**metadata, "timings": outcome.timings, "reason": outcome.reason})
             usage = _usage(summary)
@@ -234,6 +238,8 @@ class Orchestrator:
             trajectory = await self.proxy.trajectory(rollout_id)
             trajectory_path = self.run_dir / "trajectories" / f"{rollout_id}.json"
             _write(trajectory_path, json.dumps(trajectory))
+        except _NoProxy:
+            pass
         except ForgeError as exc:
             if outcome.status != "infra_error":
                 outcome.status, outcome.reason = "infra_error", f"proxy: {exc}"
@@ -253,6 +259,10 @@ class Orchestrator:
             await sandbox.get("/logs", self.run_dir / "logs" / rollout_id)
         except (SandboxError, OSError):
             pass  # nothing to save (the sandbox died, or the harness wrote no logs)
+
+
+class _NoProxy(Exception):
+    pass
 
 
 @dataclass

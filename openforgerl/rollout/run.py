@@ -8,9 +8,11 @@ the harness and verifier logs, and summary.json.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -63,11 +65,17 @@ async def run_rollouts(config: RolloutConfig, on_result: Any = None,
     runtime = make_runtime(config.runtime)
     await runtime.sweep()
     resolve = image_resolver(config)
-    async with open_proxy(config.proxy, config.model, run_dir / "proxy") as proxy:
+    proxied = open_proxy(config.proxy, config.model, run_dir / "proxy") if harness.uses_model else _no_proxy()
+    async with proxied as proxy:
         orchestrator = Orchestrator(config, runtime, harness, proxy, run_dir, run_id, resolve, on_result)
         results = await orchestrator.run(tasks)
     (run_dir / "summary.json").write_text(json.dumps(summarize(results), indent=2))
     return run_dir, results
+
+
+@contextlib.asynccontextmanager
+async def _no_proxy() -> AsyncIterator[None]:
+    yield None
 
 
 def summarize(results: list[RolloutResult]) -> dict[str, Any]:

@@ -163,3 +163,14 @@ def test_container_killed_mid_run_is_an_infra_error(tmp_path: Path):
     finally:
         stop.set()
     assert results[0].status == "infra_error"
+
+
+def test_nop_and_oracle_need_no_model_and_score_0_and_1(tmp_path: Path):
+    task = make_task(tmp_path, "hello")
+    cfg = config(tmp_path, [task], harness="oracle")
+    cfg.proxy = ProxySettings(engine={"type": "vllm", "base_url": "http://127.0.0.1:9"})  # never contacted
+    _, oracle = rollout(cfg)
+    assert [(r.status, r.reward, r.trajectory) for r in oracle] == [("success", 1.0, None)]
+    cfg = config(tmp_path / "nop", [task], harness="nop")
+    _, nop = rollout(cfg)
+    assert [(r.status, r.reward) for r in nop] == [("failure", 0.0)]

@@ -12,6 +12,7 @@ class NopHarness(Harness):
     """Does nothing: a task's verifier must score it at most nop_max (usually 0)."""
 
     name = "nop"
+    uses_model = False
 
     def invocation(self, ctx: AgentContext) -> Invocation:
         return Invocation(["true"])
@@ -21,6 +22,7 @@ class OracleHarness(Harness):
     """Runs the task's reference solution: the verifier must score it at least oracle_min."""
 
     name = "oracle"
+    uses_model = False
 
     async def prepare(self, sandbox: Sandbox, task: Task) -> None:
         if not (task.path / SOLUTION_SCRIPT).is_file():
