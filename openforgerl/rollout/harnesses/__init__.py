@@ -15,8 +15,12 @@ from openforgerl.rollout.harness import Harness
 
 BUILTIN_HARNESSES: dict[str, str] = {
     "react": "openforgerl.rollout.harnesses.react:ReactHarness",
+    "browser": "openforgerl.rollout.harnesses.browser:BrowserHarness",
     "nop": "openforgerl.rollout.harnesses.baseline:NopHarness",
     "oracle": "openforgerl.rollout.harnesses.baseline:OracleHarness",
+    "codex": "openforgerl.rollout.harnesses.codex:CodexHarness",
+    "opencode": "openforgerl.rollout.harnesses.opencode:OpencodeHarness",
+    "mini-swe-agent": "openforgerl.rollout.harnesses.mini_swe_agent:MiniSweAgentHarness",
 }
 
 

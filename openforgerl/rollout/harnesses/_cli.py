@@ -1,0 +1,42 @@
+"""What the real-CLI adapters (codex, claude-code, opencode, openclaw, mini-swe-agent) share.
+
+Invariant: every CLI gets the same quiet environment — no telemetry, no update checks, no
+version pings — so a rollout's only network traffic is its model calls to the proxy.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from openforgerl.rollout.harness import AgentContext, Harness
+
+QUIET_ENV: dict[str, str] = {
+    "DO_NOT_TRACK": "1",
+    "NO_UPDATE_NOTIFIER": "1",
+    "NPM_CONFIG_UPDATE_NOTIFIER": "false",
+    "DISABLE_AUTOUPDATER": "1",
+    "NO_COLOR": "1",
+}
+"""Opt-outs honoured across the npm/Node and Python CLI ecosystems (each adapter adds its own)."""
+
+PROVIDER = "forge"
+"""The provider name each CLI's config gives the proxy."""
+
+
+def openai_base(ctx: AgentContext) -> str:
+    """The proxy's OpenAI-style API root (Chat Completions and Responses live under it)."""
+    return f"{ctx.base_url}/v1"
+
+
+def merged_options(harness: Harness, ctx: AgentContext) -> dict[str, Any]:
+    """Adapter options from its constructor, overridden by the run config's harness_options."""
+    return {**harness.options, **ctx.options}
+
+
+def quiet_env(**extra: str) -> dict[str, str]:
+    return {**QUIET_ENV, **extra}
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, indent=2) + "\n"

@@ -1,0 +1,53 @@
+"""``codex``: ``codex exec`` with the proxy as a custom model provider (OpenAI Responses, SSE).
+
+Codex ignores ``OPENAI_BASE_URL`` and speaks only Responses to custom providers, so the provider
+lives in ``$CODEX_HOME/config.toml`` (``wire_api = "responses"``) and its key in ``FORGE_API_KEY``.
+Invariant: approvals and the sandbox are off (the container is the sandbox), and so are update
+checks, analytics, feedback upload and web search: nothing but model calls leaves the process.
+"""
+
+from __future__ import annotations
+
+import json
+
+from openforgerl.rollout.harness import AgentContext, Harness, Invocation
+from openforgerl.rollout.harnesses._cli import PROVIDER, merged_options, openai_base, quiet_env
+
+KEY_ENV = "FORGE_API_KEY"
+
+
+class CodexHarness(Harness):
+    """Options: reasoning_effort (minimal|low|medium|high; codex sends none when unset)."""
+
+    name = "codex"
+    tool = "codex"
+
+    def invocation(self, ctx: AgentContext) -> Invocation:
+        codex_home = f"{ctx.home}/.codex"
+        argv = [self.launcher("codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+                "--json", "--cd", ctx.workdir, "--model", ctx.model, ctx.instruction]
+        env = quiet_env(CODEX_HOME=codex_home, **{KEY_ENV: ctx.api_key})
+        return Invocation(argv, env, {f"{codex_home}/config.toml": config_toml(ctx, merged_options(self, ctx))})
+
+
+def config_toml(ctx: AgentContext, options: dict) -> str:
+    """config.toml: the proxy as the only provider; no approvals, sandbox, updates or analytics."""
+    settings = {"model": ctx.model, "model_provider": PROVIDER, "approval_policy": "never",
+                "sandbox_mode": "danger-full-access", "check_for_update_on_startup": False,
+                "web_search": "disabled", "hide_agent_reasoning": False}
+    if "reasoning_effort" in options:
+        settings["model_reasoning_effort"] = options["reasoning_effort"]
+    provider = {"name": "openforgerl proxy", "base_url": openai_base(ctx), "env_key": KEY_ENV,
+                "wire_api": "responses", "request_max_retries": 0, "stream_max_retries": 0}
+    lines = [f"{key} = {toml_value(value)}" for key, value in settings.items()]
+    lines += ["", "[analytics]", "enabled = false", "", "[feedback]", "enabled = false", "",
+              f"[model_providers.{PROVIDER}]"]
+    lines += [f"{key} = {toml_value(value)}" for key, value in provider.items()]
+    return "\n".join(lines) + "\n"
+
+
+def toml_value(value: object) -> str:
+    """A TOML scalar (JSON strings are valid TOML basic strings)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)
