@@ -20,6 +20,7 @@ BUILTIN_HARNESSES: dict[str, str] = {
     "oracle": "openforgerl.rollout.harnesses.baseline:OracleHarness",
     "codex": "openforgerl.rollout.harnesses.codex:CodexHarness",
     "opencode": "openforgerl.rollout.harnesses.opencode:OpencodeHarness",
+    "claude-code": "openforgerl.rollout.harnesses.claude_code:ClaudeCodeHarness",
     "mini-swe-agent": "openforgerl.rollout.harnesses.mini_swe_agent:MiniSweAgentHarness",
 }
 
