@@ -21,6 +21,7 @@ BUILTIN_HARNESSES: dict[str, str] = {
     "codex": "openforgerl.rollout.harnesses.codex:CodexHarness",
     "opencode": "openforgerl.rollout.harnesses.opencode:OpencodeHarness",
     "claude-code": "openforgerl.rollout.harnesses.claude_code:ClaudeCodeHarness",
+    "openclaw": "openforgerl.rollout.harnesses.openclaw:OpenclawHarness",
     "mini-swe-agent": "openforgerl.rollout.harnesses.mini_swe_agent:MiniSweAgentHarness",
 }
 
