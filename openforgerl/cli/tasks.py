@@ -31,3 +31,49 @@ def validate(paths: tuple[str, ...]) -> None:
     click.echo(f"{len(dirs) - bad} of {len(dirs)} task(s) valid", err=True)
     if bad:
         sys.exit(1)
+
+
+@tasks.command("import-harbor")
+@click.argument("source", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", default="tasks", show_default=True, type=click.Path(file_okay=False),
+              help="Directory the tasks are copied into.")
+@click.option("--domain", type=click.Choice(["gui", "claw", "code"]),
+              help="Also write [task] domain (implies --add-tables).")
+@click.option("--add-tables", is_flag=True,
+              help="Also write our [task] table (name); otherwise files are copied unchanged.")
+@click.option("--overwrite", is_flag=True, help="Replace tasks already in --out.")
+def import_harbor(source: str, out: str, domain: str | None, add_tables: bool, overwrite: bool) -> None:
+    """Copy Harbor / Terminal-Bench task(s) from SOURCE into --out and validate them."""
+    from pathlib import Path
+
+    from openforgerl.envs.harbor import import_harbor as run_import
+
+    moved = run_import(Path(source), Path(out), domain=domain, add_tables=add_tables, overwrite=overwrite)
+    _print_moved(moved, "imported")
+
+
+@tasks.command("export-harbor")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Directory the Harbor tasks go to.")
+@click.option("--overwrite", is_flag=True, help="Replace tasks already in --out.")
+def export_harbor(paths: tuple[str, ...], out: str, overwrite: bool) -> None:
+    """Copy task(s) into --out in Harbor's layout (a template is rendered; loopback image pins dropped)."""
+    from pathlib import Path
+
+    from openforgerl.envs.harbor import export_harbor as run_export
+
+    _print_moved(run_export([Path(p) for p in paths], Path(out), overwrite=overwrite), "exported")
+
+
+def _print_moved(moved, verb: str) -> None:
+    bad = 0
+    for record in moved:
+        click.echo(f"{verb} {record.source} -> {record.target}")
+        for change in record.changes:
+            click.echo(f"  {change}")
+        for problem in record.problems:
+            click.echo(f"  problem: {problem}")
+        bad += bool(record.problems)
+    click.echo(f"{len(moved) - bad} of {len(moved)} task(s) {verb} and valid", err=True)
+    if bad:
+        sys.exit(1)

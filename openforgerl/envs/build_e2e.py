@@ -1,0 +1,109 @@
+"""The end-to-end check of a built task: ``nop`` must score <= nop_max, ``oracle`` >= oracle_min.
+
+Both harnesses run ``repeats`` times each in real containers (``run_rollouts``). Invariant: a task
+passes only when every repeat of both agrees with the bound *and* the repeats agree with each other;
+a disagreement between repeats is reported as flaky even when each reward would pass on its own,
+and every failure carries one sentence saying which run failed, how, and what that means.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from openforgerl.rollout.orchestrator import RolloutConfig, RolloutResult
+from openforgerl.rollout.run import run_rollouts
+
+LOG_TAIL = 2000
+
+
+@dataclass
+class HarnessCheck:
+    """What the repeats of one harness scored and whether that passes."""
+
+    harness: str
+    rewards: list[float | None]
+    statuses: list[str]
+    ok: bool
+    reason: str = ""
+    logs: dict[str, str] = field(default_factory=dict)
+    """Rollout id -> reason, solve.sh output and verifier files, for the repairer."""
+
+
+@dataclass
+class EndToEnd:
+    nop: HarnessCheck
+    oracle: HarnessCheck
+
+    @property
+    def ok(self) -> bool:
+        return self.nop.ok and self.oracle.ok
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(c.reason for c in (self.nop, self.oracle) if not c.ok)
+
+
+def judge(harness: str, results: list[RolloutResult], limit: float) -> tuple[bool, str]:
+    """Whether the repeats of ``harness`` pass its bound (nop: <= limit, oracle: >= limit), and why not."""
+    what = "doing nothing (nop)" if harness == "nop" else "the reference solution (oracle)"
+    broken = [r for r in results if r.status in ("infra_error", "verifier_error")
+              or (harness == "oracle" and r.status == "agent_timeout")]
+    if broken:
+        first = broken[0]
+        kind = {"infra_error": "an infrastructure error", "verifier_error": "the verifier crashed",
+                "agent_timeout": "solve.sh ran past the agent timeout"}[first.status]
+        return False, f"{harness} check: {kind} in {len(broken)}/{len(results)} repeats: {first.reason}".rstrip(": ")
+    rewards = [r.reward for r in results]
+    if len(set(rewards)) > 1:
+        return False, (f"{harness} check: flaky: {what} scored {_fmt(rewards)} across {len(results)} repeats "
+                       "(repeats must agree)")
+    bad = [r for r in rewards if r is None or (r > limit if harness == "nop" else r < limit)]
+    if not bad:
+        return True, ""
+    if harness == "nop":
+        return False, (f"nop check: {what} scored {_fmt(rewards)} > nop_max {limit:g} in {len(bad)}/{len(results)} "
+                       "repeats: the verifier passes without the task being done")
+    return False, (f"oracle check: {what} scored {_fmt(rewards)} < oracle_min {limit:g} in {len(bad)}/{len(results)} "
+                   "repeats: the solution does not solve the task, or the verifier rejects a correct solution")
+
+
+def _fmt(rewards: list[float | None]) -> str:
+    return "[" + ", ".join("none" if r is None else f"{r:g}" for r in rewards) + "]"
+
+
+async def end_to_end(task_dir: Path, run_dir: Path, *, repeats: int, nop_max: float, oracle_min: float) -> EndToEnd:
+    nop, oracle = await asyncio.gather(_check(task_dir, run_dir, "nop", repeats, nop_max),
+                                       _check(task_dir, run_dir, "oracle", repeats, oracle_min))
+    return EndToEnd(nop, oracle)
+
+
+async def _check(task_dir: Path, run_dir: Path, harness: str, repeats: int, limit: float) -> HarnessCheck:
+    # pass_threshold only labels success/failure; judge() reads the rewards themselves.
+    config = RolloutConfig(tasks=[str(task_dir)], harness=harness, attempts=repeats, concurrency=repeats,
+                           run_dir=str(run_dir / harness), pass_threshold=limit)
+    out, results = await run_rollouts(config)
+    results = _final_tries(results)
+    ok, reason = judge(harness, results, limit)
+    logs = {} if ok else {r.rollout_id: _rollout_log(out, r) for r in results}
+    return HarnessCheck(harness, [r.reward for r in results], [r.status for r in results], ok, reason, logs)
+
+
+def _final_tries(results: list[RolloutResult]) -> list[RolloutResult]:
+    final: dict[int, RolloutResult] = {}
+    for result in results:
+        if result.attempt not in final or result.try_index >= final[result.attempt].try_index:
+            final[result.attempt] = result
+    return [final[a] for a in sorted(final)]
+
+
+def _rollout_log(run_dir: Path, result: RolloutResult) -> str:
+    """What the repairer sees of one rollout: status, reason, the harness's output and the verifier's files."""
+    parts = [f"status={result.status} reward={result.reward} reason={result.reason or '-'}"]
+    folder = run_dir / "logs" / result.rollout_id
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        if path.is_file() and path.stat().st_size:
+            text = path.read_text(errors="replace")
+            parts.append(f"--- {path.relative_to(folder)} ---\n{text[-LOG_TAIL:]}")
+    return "\n".join(parts)
