@@ -65,6 +65,9 @@ class RolloutConfig(BaseModel):
     """A reward at or above this is a success."""
     retry_infra: int = Field(0, ge=0)
     """Retry an infra_error this many times, each as a new rollout."""
+    network: Literal["host", "bridge", "none"] = "host"
+    """Sandbox networking. host: the proxy is reached at its own address. bridge: at
+    host.docker.internal (set proxy.host to an address the bridge can reach, e.g. the docker0 gateway)."""
     agent_user: str | None = None
     """Run the harness as this user (e.g. 1000:1000); root when unset."""
     workdir: str = "/app"
@@ -175,7 +178,7 @@ class Orchestrator:
         spec = SandboxSpec(image=image, labels={LABEL_RUN: self.run_id, LABEL_ROLLOUT: rollout_id,
                                                 LABEL_TASK: task.name, LABEL_ATTEMPT: str(job.attempt)},
                            cpus=task.config.environment.cpus, memory_mb=task.config.environment.memory_mb,
-                           workdir="/")
+                           network=self.config.network, workdir="/")
         sandbox = await self.runtime.start(spec)
         outcome.timings["container_start_s"] = time.monotonic() - t0
         try:
@@ -189,8 +192,7 @@ class Orchestrator:
 
     async def _agent_phase(self, sandbox: Sandbox, job: Job, rollout_id: str, token: str, outcome: _Outcome) -> None:
         timeout = self.config.agent_timeout_sec or job.task.config.agent.timeout_sec
-        ctx = AgentContext(instruction=job.task.instruction, base_url=self.proxy.base_url if self.proxy else "",
-                           api_key=token,
+        ctx = AgentContext(instruction=job.task.instruction, base_url=self._sandbox_proxy_url(), api_key=token,
                            model=self.config.model, workdir=self.config.workdir, timeout_sec=timeout,
                            user=self.config.agent_user, options=self.config.harness_options)
         t0 = time.monotonic()
@@ -207,6 +209,15 @@ class Orchestrator:
             outcome.status, outcome.reason = "agent_timeout", f"agent ran past {timeout:.0f} s"
         else:
             outcome.status, outcome.reason = "failure", ""
+
+    def _sandbox_proxy_url(self) -> str:
+        """The proxy as the sandbox sees it: the same address on the host network, the host gateway on a bridge."""
+        if self.proxy is None:
+            return ""
+        if self.config.network != "bridge":
+            return self.proxy.base_url
+        port = self.proxy.base_url.rsplit(":", 1)[1]
+        return f"http://host.docker.internal:{port}"
 
     async def _verify_phase(self, sandbox: Sandbox, task: Task, outcome: _Outcome) -> None:
         timeout = self.config.verifier_timeout_sec or task.config.verifier.timeout_sec

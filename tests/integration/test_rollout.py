@@ -31,11 +31,11 @@ echo "{\\"reward\\": $r, \\"checked\\": \\"hello.txt\\"}" > /logs/verifier/rewar
 
 
 def make_task(root: Path, name: str, *, test_sh: str = TEST_SH, image: str | None = None,
-              agent_timeout: float = 120) -> Path:
+              agent_timeout: float = 120, memory_mb: int | None = None) -> Path:
     task = root / name
     for sub in ("environment", "tests", "solution"):
         (task / sub).mkdir(parents=True)
-    env = f'docker_image = "{image}"\n' if image else ""
+    env = (f'docker_image = "{image}"\n' if image else "") + (f"memory_mb = {memory_mb}\n" if memory_mb else "")
     (task / "task.toml").write_text(f'[task]\nname = "{name}"\ndomain = "claw"\n[agent]\ntimeout_sec = {agent_timeout}\n'
                                     f"[environment]\n{env}")
     (task / "instruction.md").write_text("Create the file /app/hello.txt containing hi.\n")
@@ -174,3 +174,10 @@ def test_nop_and_oracle_need_no_model_and_score_0_and_1(tmp_path: Path):
     cfg = config(tmp_path / "nop", [task], harness="nop")
     _, nop = rollout(cfg)
     assert [(r.status, r.reward) for r in nop] == [("failure", 0.0)]
+
+
+def test_sandbox_oom_is_an_infra_error_not_a_policy_failure(tmp_path: Path):
+    task = make_task(tmp_path, "hello", memory_mb=64)
+    hog = ShellHarness("python3 -c 'x = bytearray(512 * 2**20)'")
+    _, results = rollout(config(tmp_path, [task]), harness=hog)
+    assert results[0].status == "infra_error" and "OOM" in results[0].reason

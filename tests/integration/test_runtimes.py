@@ -99,6 +99,8 @@ def test_missing_image_and_oom_are_reported(docker_runtime):
         async with docker_runtime.sandbox(spec(memory_mb=64)) as box:
             hog = await box.exec(["python3", "-c", "x = bytearray(512 * 2**20)"], timeout=60)
             assert hog.exit_code == 137  # SIGKILL from the kernel's OOM killer, not a Python MemoryError
+            health = await box.health()
+            assert health.running and health.oom_killed and "OOM-killed" in health.detail
     run(go())
 
 

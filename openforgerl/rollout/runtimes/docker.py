@@ -230,8 +230,21 @@ class DockerSandbox(Sandbox):
             return SandboxHealth(False, detail="container was removed")
         state = self.container.attrs.get("State", {})
         running = state.get("Status") == "running"
-        detail = "" if running else f"container {state.get('Status')} (exit {state.get('ExitCode')})"
-        return SandboxHealth(running, oom_killed=bool(state.get("OOMKilled")), detail=detail)
+        if not running:
+            return SandboxHealth(False, oom_killed=bool(state.get("OOMKilled")),
+                                 detail=f"container {state.get('Status')} (exit {state.get('ExitCode')})")
+        kills = await self._oom_kills()
+        return SandboxHealth(True, oom_killed=kills > 0, detail=f"{kills} process(es) OOM-killed" if kills else "")
+
+    async def _oom_kills(self) -> int:
+        """Processes the kernel OOM-killed in this container's memory cgroup (v2 or v1)."""
+        probe = await self.exec(["sh", "-c", "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control"
+                                             " 2>/dev/null; true"], user="0", timeout=30)
+        for line in probe.stdout.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return 0
 
     async def logs(self) -> str:
         with _quiet():
