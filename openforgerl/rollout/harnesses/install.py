@@ -62,6 +62,9 @@ CATALOG: dict[str, HarnessPackage] = {
     "react": HarnessPackage("react", "pip", "openai==3.57.0", "forge-react", module="forge_react",
                             extra_files=("openforgerl.rollout.harnesses.react_agent:forge_react.py",),
                             check_args=("--help",)),
+    "browser": HarnessPackage("browser", "pip", "playwright==1.65.2", "forge-browser", module="forge_browser",
+                              extra_files=("openforgerl.rollout.harnesses.browser_agent:forge_browser.py",),
+                              check_args=("--help",)),
 }
 
 
