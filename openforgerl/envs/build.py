@@ -180,11 +180,12 @@ class EnvBuilder:
 
     async def _steps(self, task_dir: Path, number: int, outcome: TaskOutcome, attempt: _Attempt) -> None:
         record = attempt.record
+        record.stage = "render"
+        render_environment(task_dir)
+        record.stage = "load"
         task = Task.load(task_dir)
         outcome.task = task.name
         publish.clear_own_pin(task)
-        record.stage = "render"
-        render_environment(task)
         record.stage = "static"
         if not self._fail_on(record, static_checks(task)):
             return

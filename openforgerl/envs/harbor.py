@@ -84,10 +84,9 @@ def export_harbor(tasks: list[Path], out: Path, *, overwrite: bool = False) -> l
         target = out / task_dir.name
         _copy(task_dir, target, overwrite)
         record = Moved(task_dir, target)
-        task = Task.load(target)
-        if render_environment(task):
-            record.changes.append(f"rendered {DOCKERFILE} from template {task.config.environment.template!r}")
-        record.changes += _drop_loopback_pin(task)
+        if render_environment(target):
+            record.changes.append(f"rendered {DOCKERFILE} from its template")
+        record.changes += _drop_loopback_pin(Task.load(target))
         record.problems = validate_task_dir(target)
         moved.append(record)
     return moved

@@ -12,6 +12,7 @@ rendering the same template with the same params gives the same bytes (so the sa
 from __future__ import annotations
 
 import shutil
+import tomllib
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import jinja2
 
 from openforgerl.errors import UnknownNameError, UserError
-from openforgerl.tasks import Task
+from openforgerl.tasks import DOCKERFILE, TASK_TOML
 
 RENDERED_MARK = "# forge: rendered from template"
 DOCKERFILE_TEMPLATE = "Dockerfile.jinja"
@@ -34,14 +35,20 @@ def known_templates() -> list[str]:
     return sorted(p.parent.name for p in templates_root().glob(f"*/{DOCKERFILE_TEMPLATE}"))
 
 
-def template_name(task: Task) -> str | None:
-    return getattr(task.config.environment, "template", None)
+def environment_table(task_dir: Path) -> dict[str, Any]:
+    """task.toml's [environment], read raw: a templated task has no Dockerfile yet, so Task.load refuses it."""
+    try:
+        data = tomllib.loads((task_dir / TASK_TOML).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}  # Task.load reports why
+    table = data.get("environment")
+    return table if isinstance(table, dict) else {}
 
 
-def template_params(task: Task) -> dict[str, Any]:
-    params = getattr(task.config.environment, "template_params", None) or {}
+def template_params(task_dir: Path, table: dict[str, Any]) -> dict[str, Any]:
+    params = table.get("template_params") or {}
     if not isinstance(params, dict):
-        raise UserError(f"{task.path / 'task.toml'}: environment.template_params: must be a table",
+        raise UserError(f"{task_dir / TASK_TOML}: environment.template_params: must be a table",
                         fix="write [environment.template_params] with key = value lines")
     return params
 
@@ -73,15 +80,17 @@ def is_rendered(dockerfile: Path) -> bool:
     return dockerfile.is_file() and dockerfile.read_text(errors="replace").startswith(RENDERED_MARK)
 
 
-def render_environment(task: Task) -> bool:
+def render_environment(task_dir: Path) -> bool:
     """Render the task's template into environment/ when it asks for one; True if anything was written."""
-    name = template_name(task)
-    if not name or (task.dockerfile.exists() and not is_rendered(task.dockerfile)):
+    table = environment_table(task_dir)
+    name = table.get("template")
+    dockerfile = task_dir / DOCKERFILE
+    if not name or (dockerfile.exists() and not is_rendered(dockerfile)):
         return False
-    env_dir = task.path / "environment"
+    env_dir = dockerfile.parent
     env_dir.mkdir(exist_ok=True)
-    changed = _write_if_changed(task.dockerfile, render_dockerfile(name, template_params(task), env_dir))
-    for source in support_files(name):
+    changed = _write_if_changed(dockerfile, render_dockerfile(str(name), template_params(task_dir, table), env_dir))
+    for source in support_files(str(name)):
         target = env_dir / source.name
         if not target.exists() or target.read_bytes() != source.read_bytes():
             shutil.copyfile(source, target)

@@ -91,9 +91,25 @@ def deliver(data, sender, recipients):
     message = message_from_bytes(data, policy=policy.compat32)
     if sender and "Return-Path" not in message:
         message["Return-Path"] = f"<{sender}>"
+    MAIL_ROOT.mkdir(parents=True, exist_ok=True)
     for recipient in recipients:
-        box = MAIL_ROOT / (recipient.split("@")[0] or "postmaster")
+        user = recipient.split("@")[0] or "postmaster"
+        box = MAIL_ROOT / user
         mailbox.Maildir(str(box), create=True).add(message)
+        own(box, user)
+
+
+def own(box, user):
+    """A local user's mail is theirs to read (like a real MTA); everyone else's stays root's."""
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return
+    if os.geteuid() == 0:
+        for path in [box, *box.rglob("*")]:
+            os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
 def serve_mail():

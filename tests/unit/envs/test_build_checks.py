@@ -1,0 +1,72 @@
+"""Static quality checks: each names the file, the evidence and the fix."""
+
+from __future__ import annotations
+
+from openforgerl.envs.build_checks import (checked_paths, dependency_probe, invoked_commands, python_modules,
+                                           static_checks)
+from openforgerl.tasks import Task
+
+VERIFIER = """#!/bin/bash
+mkdir -p /logs/verifier
+cd /app
+if [ "$(cat /app/out/report.txt 2>/dev/null)" = done ] && jq -e '.ok' /app/state.json >/dev/null; then r=1; else r=0; fi
+python3 -m pytest -q /tests/test_more.py > /logs/verifier/pytest.txt || r=0
+cat > /tmp/note <<'END'
+notacommand here; another one
+END
+check() { grep -q x /app/state.json; }
+check || r=0
+echo "{\\"reward\\": $r}" > /logs/verifier/reward.json
+"""
+
+
+def test_paths_the_verifier_reads_exclude_its_own_and_system_files():
+    assert checked_paths(VERIFIER) == ["/app/out/report.txt", "/app/state.json"]
+
+
+def test_commands_the_verifier_runs_skip_builtins_functions_heredocs_and_strings():
+    assert sorted(invoked_commands(VERIFIER)) == ["cat", "grep", "jq", "mkdir", "python3"]
+    assert python_modules(VERIFIER) == ["pytest"]
+    probe = dependency_probe(["jq"], ["pytest"])[2]
+    assert "command -v jq" in probe and "import pytest" in probe
+
+
+def test_a_sound_task_has_no_findings(make_task):
+    task = Task.load(make_task(instruction="Write hi into /app/hello.txt.\n"))
+    assert static_checks(task) == []
+
+
+def test_instruction_that_never_names_the_checked_file_is_reported(make_task):
+    task_dir = make_task(instruction="Say hello.\n")
+    [finding] = static_checks(Task.load(task_dir))
+    assert finding.check == "instruction" and "/app/hello.txt" in finding.what and "instruction.md" in finding.fix
+
+
+def test_naming_the_file_relative_to_the_workdir_is_enough(make_task):
+    assert static_checks(Task.load(make_task(instruction="Create hello.txt (in /app) containing hi.\n"))) == []
+
+
+def test_tests_or_solution_copied_into_the_image_are_reported(make_task):
+    task_dir = make_task(instruction="Write hi into /app/hello.txt.\n")
+    (task_dir / "environment" / "Dockerfile").write_text("FROM openforgerl/base:bookworm\nCOPY tests/ /tests/\n")
+    (task_dir / "environment" / "hint.sh").write_bytes((task_dir / "solution" / "solve.sh").read_bytes())
+    findings = static_checks(Task.load(task_dir))
+    assert [f.check for f in findings] == ["visibility", "visibility"]
+    assert "line 2" in findings[0].what and "solution/solve.sh" in findings[1].what
+
+
+def test_solution_that_writes_the_reward_or_reads_the_tests_is_reported(make_task):
+    task_dir = make_task(instruction="Write hi into /app/hello.txt.\n")
+    (task_dir / "solution" / "solve.sh").write_text("#!/bin/bash\ncp /tests/expected.txt /app/hello.txt\n"
+                                                    "echo '{\"reward\": 1}' > /logs/verifier/reward.json\n")
+    checks = [f.check for f in static_checks(Task.load(task_dir))]
+    assert checks == ["hardcoded", "hardcoded"]
+
+
+def test_solution_pasting_an_expected_output_file_is_reported(make_task):
+    task_dir = make_task(instruction="Write the summary into /app/hello.txt.\n")
+    expected = "total=42 mean=7.0 max=12 min=1 (from data.csv)"
+    (task_dir / "tests" / "expected.txt").write_text(expected + "\n")
+    (task_dir / "solution" / "solve.sh").write_text(f"#!/bin/bash\necho '{expected}' > /app/hello.txt\n")
+    [finding] = static_checks(Task.load(task_dir))
+    assert finding.check == "hardcoded" and "tests/expected.txt" in finding.what
