@@ -67,6 +67,8 @@ def _vote(spec: dict, messages: list[dict], index: int) -> tuple[str, str | None
             "max_tokens": 1024, "seed": index, "stream": False}
     try:
         reply = _post(spec, body)
+    except urllib.error.HTTPError as exc:
+        return "invalid", f"HTTP {exc.code}: {exc.read(200)!r}"
     except (urllib.error.URLError, OSError, ValueError) as exc:
         return "invalid", f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"[:300]
     served = reply.get("model") if isinstance(reply, dict) else None
