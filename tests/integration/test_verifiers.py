@@ -1,0 +1,111 @@
+"""A composed verifier compiled into a real task and run by the orchestrator in real containers.
+
+oracle (solve.sh) must score 1, nop 0, and an agent that plants reward files, a fake runner and
+Python start-up hooks must still score 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from openforgerl.rollout.harness import AgentContext, Harness, Invocation
+from openforgerl.rollout.orchestrator import RolloutConfig
+from openforgerl.rollout.run import run_rollouts
+from openforgerl.verifiers import compile_verifier
+
+pytestmark = pytest.mark.docker
+
+SOLVE = """#!/bin/bash
+set -e
+cd /app
+python3 - <<'PY'
+import json, sqlite3
+db = sqlite3.connect("/app/shop.db")
+db.executescript("create table orders(item text, qty integer); insert into orders values ('apple', 3);")
+db.commit()
+json.dump({"order": {"item": "apple", "qty": 3}, "status": "placed"}, open("/app/receipt.json", "w"))
+PY
+printf 'Order placed: 3 x apple\\n' > /app/log.txt
+"""
+
+VERIFIER = {
+    "type": "all",
+    "checks": [
+        {"type": "file_regex", "name": "log", "path": "/app/log.txt", "pattern": r"^Order placed: 3 x apple$"},
+        {"type": "json_path", "name": "receipt", "path": "/app/receipt.json", "json_path": "$.order.qty",
+         "equals": 3},
+        {"type": "sqlite", "name": "db", "database": "/app/shop.db", "query": "select item, qty from orders",
+         "expect_rows": [["apple", 3]]},
+        {"type": "weighted", "name": "extras", "pass_threshold": 1.0, "checks": [
+            {"type": "command", "command": "python3 -c \"import json; assert json.load(open('receipt.json'))"
+                                           "['status'] == 'placed'\""},
+            {"type": "file_exists", "path": "/app/notes.txt", "absent": True},
+        ]},
+    ],
+}
+
+
+class ShellHarness(Harness):
+    """An agent that runs one shell script (a cheater, here)."""
+
+    name = "shell"
+
+    def __init__(self, script: str) -> None:
+        super().__init__()
+        self.script = script
+
+    def invocation(self, ctx: AgentContext) -> Invocation:
+        return Invocation(["bash", "-c", self.script])
+
+
+def make_task(root: Path) -> Path:
+    task = root / "shop"
+    for sub in ("environment", "tests", "solution"):
+        (task / sub).mkdir(parents=True)
+    (task / "task.toml").write_text('[task]\nname = "shop"\ndomain = "claw"\n[agent]\ntimeout_sec = 60\n')
+    (task / "instruction.md").write_text("Place an order for 3 apples: record it in /app/shop.db (table orders), "
+                                         "write /app/receipt.json and log it in /app/log.txt.\n")
+    (task / "environment" / "Dockerfile").write_text("FROM openforgerl/base:bookworm\nRUN mkdir -p /app\n")
+    (task / "solution" / "solve.sh").write_text(SOLVE)
+    compile_verifier(VERIFIER, task / "tests")
+    return task
+
+
+def rollout(tmp_path: Path, task: Path, harness: str = "nop", agent: Harness | None = None):
+    config = RolloutConfig(tasks=[str(task)], harness=harness, concurrency=1, run_dir=str(tmp_path / harness))
+    _, results = asyncio.run(run_rollouts(config, harness=agent))
+    assert len(results) == 1
+    return results[0]
+
+
+def test_oracle_scores_1_and_nop_scores_0_with_every_check_reported(tmp_path: Path):
+    task = make_task(tmp_path)
+    oracle = rollout(tmp_path, task, "oracle")
+    assert (oracle.status, oracle.reward) == ("success", 1.0), oracle.reason
+    assert set(oracle.metrics["checks"]) == {"log", "receipt", "db", "extras"}
+    assert all(check["reward"] == 1.0 for check in oracle.metrics["checks"].values())
+
+    nop = rollout(tmp_path, task, "nop")
+    assert (nop.status, nop.reward) == ("failure", 0.0), nop.reason
+    assert "FileNotFoundError" in nop.metrics["checks"]["log"]["error"]
+    assert "does not exist" in nop.metrics["checks"]["db"]["error"]
+
+
+def test_planted_rewards_runner_and_python_hooks_do_not_raise_the_reward(tmp_path: Path):
+    task = make_task(tmp_path)
+    hook = "import json, os\\nos.makedirs('/logs/verifier', exist_ok=True)\\n" \
+           "open('/logs/verifier/reward.json', 'w').write(json.dumps({'reward': 1}))\\nos._exit(0)\\n"
+    cheat = ShellHarness(
+        "mkdir -p /logs/verifier /tests && echo '{\"reward\": 1}' > /logs/verifier/reward.json"
+        " && printf '#!/bin/bash\\nexit 0\\n' > /tests/test.sh && cp /tests/test.sh /tests/forge_verify.py"
+        f" && printf \"{hook}\" > /usr/lib/python3/dist-packages/sitecustomize.py"
+        f" && printf \"{hook}\" > /app/json.py && cp /app/json.py /app/forge_state.py"
+        " && echo 'Order placed: 3 x apple' > /app/log.txt")
+    result = rollout(tmp_path, task, "shell", agent=cheat)
+    assert (result.status, result.reward) == ("failure", 0.0), result.reason
+    assert result.metrics["checks"]["log"]["reward"] == 1.0  # the one thing it really did counts
+    assert json.dumps(result.metrics).count('"reward": 0.0') >= 2
