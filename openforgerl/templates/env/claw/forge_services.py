@@ -2,6 +2,7 @@
 """forge-services: the small real local services a claw task can ask for (Python stdlib only).
 
     forge-services run [--] CMD...   start the services named in $FORGE_SERVICES, then exec CMD
+    forge-services wait              return once every service in $FORGE_SERVICES is up
     forge-services mail | calendar   run one service in the foreground
 
 ``mail``: an SMTP server; every message is delivered into the Maildir /var/mail/<recipient's
@@ -12,7 +13,8 @@ stored in /var/lib/forge/calendar.json (seeded from that file when it exists at 
 Containers share the host's network, so each service binds 127.0.0.1 on a free port and, once it
 accepts connections, writes its address to /run/forge/<service> (``127.0.0.1:PORT`` for mail,
 ``http://127.0.0.1:PORT`` for calendar). Invariant: ``run`` execs CMD only after every requested
-service has published its address, so the agent never races a service that is not up yet.
+service has published its address. ``docker exec`` does not wait for the entrypoint, so a
+script that runs the instant a container starts (solve.sh under the oracle) calls ``wait`` first.
 """
 
 import json
@@ -199,20 +201,30 @@ def serve_calendar():
 SERVICES = {"mail": serve_mail, "calendar": serve_calendar}
 
 
-def run(command):
-    import subprocess
-
+def wanted_services():
     wanted = os.environ.get("FORGE_SERVICES", "").split()
-    for name in wanted:
-        if name not in SERVICES:
-            sys.exit(f"forge-services: unknown service {name!r} (known: {', '.join(SERVICES)})")
-        (RUN_DIR / name).unlink(missing_ok=True)
-        subprocess.Popen([sys.executable, os.path.abspath(__file__), name], stdin=subprocess.DEVNULL)
+    unknown = [name for name in wanted if name not in SERVICES]
+    if unknown:
+        sys.exit(f"forge-services: unknown service(s) {unknown} (known: {', '.join(SERVICES)})")
+    return wanted
+
+
+def wait(wanted):
     deadline = time.monotonic() + START_TIMEOUT_S
     while not all((RUN_DIR / name).is_file() for name in wanted):
         if time.monotonic() > deadline:
             sys.exit(f"forge-services: {wanted} did not start within {START_TIMEOUT_S} s")
         time.sleep(0.05)
+
+
+def run(command):
+    import subprocess
+
+    wanted = wanted_services()
+    for name in wanted:
+        (RUN_DIR / name).unlink(missing_ok=True)
+        subprocess.Popen([sys.executable, os.path.abspath(__file__), name], stdin=subprocess.DEVNULL)
+    wait(wanted)
     if command:
         os.execvp(command[0], command)
 
@@ -221,6 +233,8 @@ def main(argv):
     if argv and argv[0] == "run":
         rest = argv[1:]
         return run(rest[1:] if rest[:1] == ["--"] else rest)
+    if argv == ["wait"]:
+        return wait(wanted_services())
     if len(argv) == 1 and argv[0] in SERVICES:
         return SERVICES[argv[0]]()
     sys.exit(__doc__)
