@@ -231,8 +231,8 @@ class DomCheck(_UrlCheck):
     text_contains: str | None = None
     """The first match's inner text must contain this."""
     aria_contains: list[str] = Field(default_factory=list)
-    """Lines that must appear in the accessibility snapshot (of ``selector``, else of the body),
-    e.g. ``- heading "Done" [level=1]``."""
+    """Lines that must appear in the accessibility snapshot (of every element ``selector`` matches,
+    else of the body), e.g. ``- heading "Done" [level=1]``."""
     wait_for: str | None = None
     """Selector to wait for (up to ``timeout_sec``) before checking, for pages that render late."""
 

@@ -8,6 +8,7 @@ sees is the app's state in this container, never a cached or remote page.
 
 from __future__ import annotations
 
+import atexit
 import os
 import site
 import sys
@@ -21,22 +22,44 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def check_dom(spec: dict, ctx) -> tuple[bool, dict]:
-    sync_playwright = _playwright()
     url = resolve_url(spec, ctx)
     timeout_ms = spec.get("timeout_sec", 10.0) * 1000
-    executable = os.environ.get("CHROMIUM_PATH") or "/usr/bin/chromium"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+    context = _browser().new_context()  # a fresh profile per check: no cookies or storage carried over
+    try:
+        page = context.new_page()
+        page.route("**/*", _loopback_only)
+        response = page.goto(url, wait_until="load", timeout=timeout_ms)
+        details = {"url": url, "status": response.status if response else None}
+        if spec.get("wait_for"):
+            page.wait_for_selector(spec["wait_for"], timeout=timeout_ms)
+        return _judge_page(page, spec, details, timeout_ms)
+    finally:
+        context.close()
+
+
+_SESSION: list = []  # [playwright, browser]: one browser for every dom check of this run
+
+
+def _browser():
+    if not _SESSION:
+        playwright = _playwright()().start()
+        executable = os.environ.get("CHROMIUM_PATH") or "/usr/bin/chromium"
         try:
-            page = browser.new_context().new_page()
-            page.route("**/*", _loopback_only)
-            response = page.goto(url, wait_until="load", timeout=timeout_ms)
-            details = {"url": url, "status": response.status if response else None}
-            if spec.get("wait_for"):
-                page.wait_for_selector(spec["wait_for"], timeout=timeout_ms)
-            return _judge_page(page, spec, details, timeout_ms)
-        finally:
-            browser.close()
+            browser = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        except Exception:
+            playwright.stop()
+            raise
+        _SESSION.extend([playwright, browser])
+        atexit.register(_close)
+    return _SESSION[1]
+
+
+def _close() -> None:
+    playwright, browser = _SESSION
+    try:
+        browser.close()
+    finally:
+        playwright.stop()
 
 
 def _playwright():
@@ -74,7 +97,8 @@ def _judge_page(page, spec: dict, details: dict, timeout_ms: float) -> tuple[boo
             details["text"] = text[:500] if text is not None else None
             passed = passed and text is not None and _text_ok(text, spec)
     if spec.get("aria_contains"):
-        snapshot = page.locator(selector or "body").first.aria_snapshot(timeout=timeout_ms)
+        scope = page.locator(selector or "body")
+        snapshot = "\n".join(scope.nth(i).aria_snapshot(timeout=timeout_ms) for i in range(min(scope.count(), 50)))
         missing = [line for line in spec["aria_contains"] if line.strip() not in snapshot]
         details.update(aria_missing=missing, aria_snapshot=snapshot[:2000])
         passed = passed and not missing

@@ -76,7 +76,8 @@ def test_an_unknown_check_type_fails_with_the_known_ones_listed(box):
     compile_verifier(EXISTS, box.tests)
     (box.tests / "forge_verify.json").write_text('{"type": "telepathy"}')
     verdict = run_compiled(box.tests, box.root)
-    assert verdict.reward == 0.0 and "telepathy" in verdict.metrics["error"] and "file_exists" in verdict.metrics["error"]
+    assert verdict.reward == 0.0
+    assert "telepathy" in verdict.metrics["error"] and "file_exists" in verdict.metrics["error"]
 
 
 def test_test_sh_runs_the_runner_and_passes_its_arguments(box):

@@ -1,0 +1,146 @@
+"""The DOM / accessibility-tree verifier in a real gui image: Debian's Chromium driven by Playwright.
+
+The image is the gui template (rendered as the browser harness's tests render it) plus the
+playwright package copied from this test's own environment (the verifier needs it inside the
+image; the browser harness's copy lives in its harness layer, which nop/oracle runs do not get).
+The web app renders its state with JavaScript, so only a real browser sees what the agent did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from openforgerl.rollout.orchestrator import RolloutConfig
+from openforgerl.rollout.run import run_rollouts
+from openforgerl.verifiers import compile_verifier
+
+pytestmark = pytest.mark.docker
+
+IMAGE = "openforgerl/test-gui-verifier:latest"
+HASH_LABEL = "openforgerl.test-gui-verifier-context"
+TEMPLATE = Path(__file__).parents[2] / "openforgerl" / "templates" / "env" / "gui"
+SITE_PACKAGES = "/usr/local/lib/python3.11/dist-packages/"
+
+INDEX_HTML = """<!doctype html>
+<html><head><title>Orders</title></head><body>
+<h1 id="status">Loading</h1>
+<ul id="items"></ul>
+<script>
+fetch("state.json", {cache: "no-store"}).then(r => r.json()).then(state => {
+  document.getElementById("status").textContent = state.status;
+  for (const item of state.items) {
+    const li = document.createElement("li");
+    li.className = "item";
+    li.textContent = item;
+    document.getElementById("items").appendChild(li);
+  }
+  document.body.dataset.loaded = "yes";
+});
+</script>
+</body></html>
+"""
+STATE = {"status": "Pending", "items": []}
+
+VERIFIER = {
+    "type": "all",
+    "checks": [
+        {"type": "dom", "name": "status", "url": "/", "base_url_file": "/run/forge-webapp/url",
+         "wait_for": "body[data-loaded]", "selector": "#status", "text_equals": "Shipped"},
+        {"type": "dom", "name": "items", "url": "/", "base_url_file": "/run/forge-webapp/url",
+         "wait_for": "body[data-loaded]", "selector": "li.item", "count": 2,
+         "aria_contains": ['- listitem: apple', '- listitem: pear']},
+        {"type": "dom", "name": "a11y", "url": "/", "base_url_file": "/run/forge-webapp/url",
+         "wait_for": "body[data-loaded]", "aria_contains": ['- heading "Shipped" [level=1]']},
+    ],
+}
+SOLVE = """#!/bin/bash
+printf '{"status": "Shipped", "items": ["apple", "pear"]}' > /srv/webapp/state.json
+"""
+
+
+def playwright_packages() -> list[Path]:
+    found = [importlib.util.find_spec(name) for name in ("playwright", "greenlet")]
+    if not all(spec and spec.origin for spec in found):
+        pytest.skip('the playwright package is not installed here (pip install "openforgerl[gui]")')
+    return [Path(spec.origin).parent for spec in found]
+
+
+def build_context(dest: Path) -> Path:
+    jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE)), keep_trailing_newline=True)
+    dockerfile = jinja.get_template("Dockerfile.jinja").render()
+    (dest / "Dockerfile").write_text(dockerfile + f"COPY site-packages/ {SITE_PACKAGES}\n")
+    shutil.copy(TEMPLATE / "forge_webapp.py", dest / "forge_webapp.py")
+    (dest / "webapp").mkdir()
+    (dest / "webapp" / "index.html").write_text(INDEX_HTML)
+    (dest / "webapp" / "state.json").write_text(json.dumps(STATE))
+    for package in playwright_packages():
+        shutil.copytree(package, dest / "site-packages" / package.name,
+                        ignore=shutil.ignore_patterns("__pycache__"), symlinks=True)
+    return dest
+
+
+def context_hash(context: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:20]
+
+
+@pytest.fixture(scope="module")
+def gui_image(tmp_path_factory) -> str:
+    """The gui template + playwright, rebuilt only when the template, page or playwright changed."""
+    import docker.errors
+
+    from openforgerl.envs.docker_engine import docker_client
+
+    client = docker_client()
+    context = build_context(tmp_path_factory.mktemp("gui-verifier-context"))
+    key = context_hash(context)
+    try:
+        if client.images.get(IMAGE).labels.get(HASH_LABEL) == key:
+            return IMAGE
+    except docker.errors.ImageNotFound:
+        pass
+    client.images.build(path=str(context), tag=IMAGE, network_mode="host", rm=True, forcerm=True,
+                        labels={HASH_LABEL: key})
+    return IMAGE
+
+
+def make_task(root: Path, image: str) -> Path:
+    task = root / "orders"
+    for sub in ("tests", "solution"):
+        (task / sub).mkdir(parents=True)
+    (task / "task.toml").write_text('[task]\nname = "orders"\ndomain = "gui"\n[agent]\ntimeout_sec = 60\n'
+                                    f'[verifier]\ntimeout_sec = 120\n[environment]\ndocker_image = "{image}"\n')
+    (task / "instruction.md").write_text("Ship the order: it must show status Shipped with apple and pear.\n")
+    (task / "solution" / "solve.sh").write_text(SOLVE)
+    compile_verifier(VERIFIER, task / "tests")
+    return task
+
+
+def rollout(tmp_path: Path, task: Path, harness: str):
+    config = RolloutConfig(tasks=[str(task)], harness=harness, concurrency=1, run_dir=str(tmp_path / harness))
+    _, results = asyncio.run(run_rollouts(config))
+    assert len(results) == 1
+    return results[0]
+
+
+def test_dom_and_accessibility_checks_see_the_rendered_state(tmp_path: Path, gui_image: str):
+    task = make_task(tmp_path, gui_image)
+    oracle = rollout(tmp_path, task, "oracle")
+    assert (oracle.status, oracle.reward) == ("success", 1.0), json.dumps(oracle.metrics)[:3000] + oracle.reason
+    assert oracle.metrics["checks"]["items"]["count"] == 2
+
+    nop = rollout(tmp_path, task, "nop")
+    assert (nop.status, nop.reward) == ("failure", 0.0), nop.reason
+    checks = nop.metrics["checks"]
+    assert checks["status"]["text"] == "Pending" and checks["items"]["count"] == 0
+    assert checks["a11y"]["aria_missing"] == ['- heading "Shipped" [level=1]']
