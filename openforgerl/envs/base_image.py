@@ -21,10 +21,11 @@ from pathlib import Path
 
 from docker.errors import DockerException, ImageNotFound
 
-from openforgerl.envs import _proc
+from openforgerl.envs.apt import apt_install, is_root
 from openforgerl.envs.docker_engine import docker_client
 from openforgerl.errors import EnvBuildError, ResourceError, StackError, UserError
 from openforgerl.paths import forge_home, state_dir
+from openforgerl.services import exclusive
 from openforgerl.stack import Action, Part, PartStatus, Reporter
 
 IMAGE = "openforgerl/base:bookworm"
@@ -245,7 +246,7 @@ class BaseImagePart(Part):
         return self.status(True, f"{IMAGE} (recipe {self.key}, user {AGENT_USER} uid {AGENT_UID})")
 
     def ensure(self, report: Reporter) -> PartStatus:
-        with _proc.exclusive(self.name):  # one debootstrap at a time, the others then find the image
+        with exclusive(self.name):  # one debootstrap at a time, the others then find the image
             status = self.check()
             if status.ready:
                 return status
@@ -258,11 +259,11 @@ class BaseImagePart(Part):
 
     def _build(self, tarball: Path, report: Reporter) -> None:
         mirror = self.mirror or find_mirror()
-        if not _proc.is_root():
+        if not is_root():
             raise StackError(f"building {IMAGE} runs debootstrap, which needs root",
                              fix="rerun forge stack up as root (sudo forge stack up)")
         if shutil.which("debootstrap", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None:
-            _proc.apt_install(["debootstrap", "debian-archive-keyring"])
+            apt_install(["debootstrap", "debian-archive-keyring"])
             report(Action("installed Debian packages debootstrap, debian-archive-keyring",
                           "apt-get remove -y debootstrap"))
         began = time.monotonic()

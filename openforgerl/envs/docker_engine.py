@@ -1,7 +1,7 @@
 """The local Docker engine: find it, install it (Debian ``docker.io``), start ``dockerd``, connect.
 
 Invariant: ``check`` only pings; ``ensure`` installs or starts only what is missing, and a
-``dockerd`` it starts is recorded in ``state_dir()/dockerd.pid`` so ``forge stack down`` stops that
+``dockerd`` it starts is recorded in ``state_dir()/dockerd.json`` so ``forge stack down`` stops that
 one and never an engine someone else runs.
 """
 
@@ -14,13 +14,14 @@ import time
 import docker
 from docker.errors import DockerException
 
-from openforgerl.envs import _proc
+from openforgerl.envs.apt import apt_install, is_root
 from openforgerl.errors import DockerError
+from openforgerl.services import Service, ServiceRecord
 from openforgerl.stack import Action, Part, PartStatus, Reporter
 
 PING_TIMEOUT_S = 5
 START_TIMEOUT_S = 60
-SERVICE = "dockerd"
+DOCKERD = Service("dockerd", ServiceRecord)
 
 NO_PERMISSION_FIX = ("add your user to the docker group (sudo usermod -aG docker $USER, then log in again) "
                      "or run forge as root")
@@ -49,6 +50,14 @@ def _connect(timeout: float) -> docker.DockerClient:
     client = docker.from_env(timeout=timeout)
     client.ping()
     return client
+
+
+def _answers() -> bool:
+    try:
+        _connect(PING_TIMEOUT_S)
+        return True
+    except DockerException:
+        return False
 
 
 def docker_client(timeout: float = 120) -> docker.DockerClient:
@@ -90,11 +99,11 @@ class DockerEnginePart(Part):
             if dockerd_binary() is None:
                 return "not-installed", "Docker engine not installed (no dockerd)"
             return "down", f"Docker engine not running (nothing answers at {_socket_hint()})"
-        started = " (started by forge)" if _proc.read_pid(SERVICE) else ""
+        started = " (started by forge)" if DOCKERD.running() else ""
         return "up", f"Docker {version} at {_socket_hint()}{started}"
 
     def ensure(self, report: Reporter) -> PartStatus:
-        with _proc.exclusive(SERVICE):
+        with DOCKERD.exclusive():
             return self._ensure(report)
 
     def _ensure(self, report: Reporter) -> PartStatus:
@@ -106,16 +115,16 @@ class DockerEnginePart(Part):
             state, detail = self._probe()  # the package's init script may have started it already
         if state == "up":
             return self.check()
-        if not _proc.is_root():
+        if not is_root():
             raise DockerError("the Docker engine is not running and only root can start dockerd",
                               fix="sudo forge stack up, or start your engine (sudo systemctl start docker)")
         return self._start(report)
 
     def _install(self, report: Reporter) -> None:
-        if not _proc.is_root():
+        if not is_root():
             raise DockerError("the Docker engine is not installed (no dockerd) and forge is not root",
                               fix="sudo apt-get install -y docker.io, or rerun forge stack up as root")
-        _proc.apt_install(["docker.io"])
+        apt_install(["docker.io"])
         report(Action("installed Debian package docker.io", "apt-get remove -y docker.io"))
 
     def _start(self, report: Reporter) -> PartStatus:
@@ -124,28 +133,23 @@ class DockerEnginePart(Part):
             raise DockerError("docker.io installed but no dockerd binary found",
                               fix="apt-get install --reinstall docker.io")
         began = time.monotonic()
-        pid = _proc.start_detached([binary], SERVICE)
-        self._wait_until_up(pid, began)
-        report(Action(f"started dockerd (pid {pid}, up in {time.monotonic() - began:.0f} s, "
-                      f"log {_proc.log_file(SERVICE)})",
-                      f"kill $(cat {_proc.pid_file(SERVICE)})"))
+        record = DOCKERD.start([binary])
+        self._wait_until_up(record)
+        report(Action(f"started dockerd (pid {record.pid}, up in {time.monotonic() - began:.0f} s, "
+                      f"log {DOCKERD.log_file})",
+                      f"kill $(cat {DOCKERD.pid_file})"))
         return self.check()
 
-    def _wait_until_up(self, pid: int, began: float) -> None:
-        while time.monotonic() - began < START_TIMEOUT_S:
-            try:
-                _connect(PING_TIMEOUT_S)
-                return
-            except DockerException:
-                if not _proc.is_alive(pid):
-                    raise DockerError(f"dockerd exited while starting: {_proc.log_tail(SERVICE)}",
-                                      fix=f"read {_proc.log_file(SERVICE)}; another engine may hold "
-                                          "/var/run/docker.pid") from None
-                time.sleep(0.5)
-        raise DockerError(f"dockerd (pid {pid}) did not answer within {START_TIMEOUT_S} s: "
-                          f"{_proc.log_tail(SERVICE)}",
-                          fix=f"read {_proc.log_file(SERVICE)}; stop it with kill {pid}")
+    def _wait_until_up(self, record: ServiceRecord) -> None:
+        outcome = DOCKERD.wait_ready(record, _answers, START_TIMEOUT_S)
+        if outcome == "exited":
+            raise DockerError(f"dockerd exited while starting: {DOCKERD.log_tail()}",
+                              fix=f"read {DOCKERD.log_file}; another engine may hold /var/run/docker.pid")
+        if outcome == "timed out":
+            raise DockerError(f"dockerd (pid {record.pid}) did not answer within {START_TIMEOUT_S} s: "
+                              f"{DOCKERD.log_tail()}",
+                              fix=f"read {DOCKERD.log_file}; stop it with kill {record.pid}")
 
     def stop(self) -> list[str]:
-        pid = _proc.stop(SERVICE)
-        return [f"stopped dockerd (pid {pid})"] if pid else []
+        record = DOCKERD.stop()
+        return [f"stopped dockerd (pid {record.pid})"] if record else []

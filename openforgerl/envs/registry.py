@@ -1,30 +1,30 @@
 """The local image registry: Debian ``docker-registry`` (distribution 2.8) on 127.0.0.1:PORT.
 
 Invariant: the registry only ever listens on loopback, keeps its blobs under
-``forge_home()/registry`` and is started by forge with a pid file, so ``forge stack down`` stops it;
-a port held by anything that is not an open (no-auth) registry is reported, never taken over.
+``forge_home()/registry`` and is started by forge with a record in ``state_dir()``, so
+``forge stack down`` stops it; a port held by anything that is not an open (no-auth) registry is
+reported, never taken over.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
-import socket
 import time
 
 import httpx
 import yaml
 
-from openforgerl.envs import _proc
+from openforgerl.envs.apt import apt_install
 from openforgerl.errors import ResourceError, StackError
 from openforgerl.paths import forge_home, state_dir
+from openforgerl.services import Service, ServiceRecord, port_in_use
 from openforgerl.stack import Action, Part, PartStatus, Reporter
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 5000
 PORT_ENV = "OPENFORGERL_REGISTRY_PORT"
-SERVICE = "registry"
+REGISTRY = Service("registry", ServiceRecord)
 START_TIMEOUT_S = 30
 PROBE_TIMEOUT_S = 3
 API_HEADER = "Docker-Distribution-Api-Version"
@@ -40,19 +40,6 @@ def registry_address(port: int | None = None) -> str:
     return f"{HOST}:{port or registry_port()}"
 
 
-def port_in_use(port: int, host: str = HOST) -> bool:
-    """Whether something already holds ``host:port`` (we try to bind it, then let go at once)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT does not count
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return True
-            raise
-    return False
-
-
 def probe_registry(port: int) -> tuple[str, str]:
     """(state, detail): state is ``up``, ``free`` (nothing there) or ``foreign`` (something else)."""
     url = f"http://{HOST}:{port}/v2/"
@@ -61,7 +48,7 @@ def probe_registry(port: int) -> tuple[str, str]:
         with httpx.Client(timeout=PROBE_TIMEOUT_S, trust_env=False) as client:
             response = client.get(url)
     except httpx.HTTPError as exc:
-        if port_in_use(port):
+        if port_in_use(HOST, port):
             return "foreign", (f"port {port} on {HOST} is taken by something that does not answer HTTP "
                                f"({type(exc).__name__})")
         return "free", f"no registry running on {HOST}:{port}"
@@ -106,13 +93,13 @@ class RegistryPart(Part):
 
     def check(self) -> PartStatus:
         state, detail = probe_registry(self.port)
-        if state == "up" and _proc.read_pid(SERVICE):
+        if state == "up" and REGISTRY.running():
             detail += f", started by forge, storage {forge_home() / 'registry'}"
         fix = self._port_fix() if state == "foreign" else "forge stack up"
         return self.status(state == "up", detail, fix=fix)
 
     def ensure(self, report: Reporter) -> PartStatus:
-        with _proc.exclusive(SERVICE):
+        with REGISTRY.exclusive():
             return self._ensure(report)
 
     def _ensure(self, report: Reporter) -> PartStatus:
@@ -122,7 +109,7 @@ class RegistryPart(Part):
         if state == "foreign":
             raise ResourceError(detail, fix=self._port_fix())
         if registry_binary() is None:
-            _proc.apt_install(["docker-registry"])
+            apt_install(["docker-registry"])
             report(Action("installed Debian package docker-registry", "apt-get remove -y docker-registry"))
             if probe_registry(self.port)[0] == "up":  # its init script may have started one
                 return self.check()
@@ -133,32 +120,30 @@ class RegistryPart(Part):
         if binary is None:
             raise StackError("docker-registry installed but its binary is missing",
                              fix="apt-get install --reinstall docker-registry")
-        earlier = _proc.stop(SERVICE)  # ours, but not answering here (another port, or wedged)
+        earlier = REGISTRY.stop()  # ours, but not answering here (another port, or wedged)
         if earlier:
-            report(Action(f"stopped the docker-registry forge started earlier (pid {earlier}), "
+            report(Action(f"stopped the docker-registry forge started earlier (pid {earlier.pid}), "
                           f"which did not answer on {HOST}:{self.port}", "forge stack up with its old port"))
         began = time.monotonic()
-        pid = _proc.start_detached([binary, "serve", write_config(self.port)], SERVICE)
-        self._wait_until_up(pid, began)
-        report(Action(f"started docker-registry on {HOST}:{self.port} (pid {pid}, up in "
+        record = REGISTRY.start([binary, "serve", write_config(self.port)])
+        self._wait_until_up(record)
+        report(Action(f"started docker-registry on {HOST}:{self.port} (pid {record.pid}, up in "
                       f"{time.monotonic() - began:.1f} s, storage {forge_home() / 'registry'}, "
-                      f"log {_proc.log_file(SERVICE)})",
-                      f"kill $(cat {_proc.pid_file(SERVICE)})"))
+                      f"log {REGISTRY.log_file})",
+                      f"kill $(cat {REGISTRY.pid_file})"))
         return self.check()
 
-    def _wait_until_up(self, pid: int, began: float) -> None:
-        while time.monotonic() - began < START_TIMEOUT_S:
-            state, detail = probe_registry(self.port)
-            if state == "up":
-                return
-            if not _proc.is_alive(pid):
-                raise StackError(f"docker-registry exited while starting: {_proc.log_tail(SERVICE)}",
-                                 fix=f"read {_proc.log_file(SERVICE)}")
-            time.sleep(0.2)
-        raise StackError(f"docker-registry (pid {pid}) did not answer on {HOST}:{self.port} within "
-                         f"{START_TIMEOUT_S} s: {_proc.log_tail(SERVICE)}",
-                         fix=f"read {_proc.log_file(SERVICE)}; stop it with kill {pid}")
+    def _wait_until_up(self, record: ServiceRecord) -> None:
+        outcome = REGISTRY.wait_ready(record, lambda: probe_registry(self.port)[0] == "up", START_TIMEOUT_S,
+                                      poll_s=0.2)
+        if outcome == "exited":
+            raise StackError(f"docker-registry exited while starting: {REGISTRY.log_tail()}",
+                             fix=f"read {REGISTRY.log_file}")
+        if outcome == "timed out":
+            raise StackError(f"docker-registry (pid {record.pid}) did not answer on {HOST}:{self.port} within "
+                             f"{START_TIMEOUT_S} s: {REGISTRY.log_tail()}",
+                             fix=f"read {REGISTRY.log_file}; stop it with kill {record.pid}")
 
     def stop(self) -> list[str]:
-        pid = _proc.stop(SERVICE)
-        return [f"stopped docker-registry (pid {pid})"] if pid else []
+        record = REGISTRY.stop()
+        return [f"stopped docker-registry (pid {record.pid})"] if record else []

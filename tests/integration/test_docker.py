@@ -17,7 +17,7 @@ import docker
 import httpx
 import pytest
 
-from openforgerl.envs import _proc
+from openforgerl.envs.apt import is_root
 from openforgerl.envs.base_image import AGENT_UID, AGENT_USER, IMAGE, KEY_LABEL, recipe_key
 from openforgerl.envs.docker_engine import DockerEnginePart, docker_client
 from openforgerl.envs.registry import registry_address
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.docker
 @pytest.fixture(scope="module")
 def client() -> docker.DockerClient:
     engine = DockerEnginePart().check()
-    if not engine.ready and not _proc.is_root():
+    if not engine.ready and not is_root():
         pytest.skip(f"not root and {engine.detail}: nothing here can start an engine")
     for part in default_parts(STACK_UP):
         part.ensure(lambda action: print(f"{action.did}\n  undo: {action.undo}"))

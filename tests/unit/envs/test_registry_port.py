@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from openforgerl.envs.registry import PORT_ENV, RegistryPart, port_in_use, registry_address
+from openforgerl.envs.registry import PORT_ENV, RegistryPart, registry_address
 from openforgerl.errors import ResourceError
 
 
@@ -45,14 +45,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def test_port_in_use_sees_a_bound_socket(silent_listener):
-    assert port_in_use(silent_listener)
-
-
-def test_port_in_use_is_false_once_the_socket_is_closed():
-    assert not port_in_use(free_port())
 
 
 def test_silent_listener_blocks_the_registry_with_the_port_named(silent_listener):
