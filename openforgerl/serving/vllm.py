@@ -2,8 +2,8 @@
 
 Invariants:
 * At most one vLLM server started by forge runs per ``state_dir()``; its record (``vllm.json``, holding
-  the pid) and log (``vllm.log``) live there. Serving is idempotent: when the same model is already
-  served at the same address, ``serve`` returns its URL and starts nothing.
+  the pid) and log (``vllm.log``) live there, kept by ``openforgerl.services``. Serving is idempotent:
+  when the same model is already served at the same address, ``serve`` returns its URL and starts nothing.
 * On CPU the weights run in float32 (``--dtype float32``), so the logprobs vLLM reports match a
   transformers fp32 forward of the same tokens; the chat template is the package's tool-capable one.
 * The server gets the token-in/token-out route (``--enable-scale-out`` -> ``/inference/v1/generate``)
@@ -26,11 +26,10 @@ from typing import Literal
 import httpx
 from pydantic import BaseModel, Field
 
-from openforgerl.errors import ResourceError, UserError
+from openforgerl import services
+from openforgerl.errors import ProviderError, ResourceError, UserError
 from openforgerl.models.registry import DEFAULT_MODEL, chat_template_path, get_model, require_pulled
-from openforgerl.paths import state_dir
-from openforgerl.serving import process
-from openforgerl.serving.process import ServerRecord
+from openforgerl.services import Service, ServiceRecord
 from openforgerl.stack import Part, PartStatus
 
 LAUNCHER = "openforgerl.serving.launcher"
@@ -69,6 +68,19 @@ class VllmConfig(BaseModel):
         return f"http://{self.connect_host}:{self.port}/health"
 
 
+@dataclass(frozen=True, kw_only=True)
+class ServerRecord(ServiceRecord):
+    """What ``forge serve`` remembers about the server it started (``vllm.json``)."""
+
+    model: str
+    host: str
+    port: int
+    url: str
+
+
+SERVER = Service("vllm", ServerRecord)
+
+
 @dataclass(frozen=True)
 class ServeResult:
     url: str
@@ -77,12 +89,8 @@ class ServeResult:
     seconds: float
 
 
-def record_path() -> Path:
-    return state_dir() / "vllm.json"
-
-
 def log_path() -> Path:
-    return state_dir() / "vllm.log"
+    return SERVER.log_file
 
 
 def has_gpu() -> bool:
@@ -142,27 +150,21 @@ def server_env(config: VllmConfig, device: str) -> dict[str, str]:
 
 
 def running_server() -> ServerRecord | None:
-    """The record of the server forge started, if that process still runs; stale records are removed."""
-    record = ServerRecord.load(record_path())
-    if record is None:
-        return None
-    if not process.process_alive(record.pid, LAUNCHER):
-        record_path().unlink(missing_ok=True)
-        return None
-    return record
+    """The record of the server forge started, if that very process still runs."""
+    return SERVER.running()
 
 
 def serve(config: VllmConfig) -> ServeResult:
     """Start vLLM for ``config.model`` unless it already serves; return its base URL once healthy."""
     started = time.monotonic()
     spec = get_model(config.model)
-    with process.exclusive(state_dir() / "vllm.lock"):
+    with SERVER.exclusive():
         record = running_server()
         if record is not None:
             _require_same_server(record, config)
-            process.wait_healthy(record, config.health_url, LAUNCHER, config.startup_timeout_s)
+            _wait_healthy(record, config)
             return ServeResult(record.url, False, record, time.monotonic() - started)
-        if process.port_in_use(config.host, config.port):
+        if services.port_in_use(config.host, config.port):
             if _serves_model(config, spec.name):
                 return ServeResult(config.base_url, False, None, time.monotonic() - started)
             raise ResourceError(f"port {config.port} on {config.host} is already in use by another program",
@@ -170,7 +172,7 @@ def serve(config: VllmConfig) -> ServeResult:
                                     f"or pick a free port: forge serve --port N")
         record = _launch(config)
     try:
-        process.wait_healthy(record, config.health_url, LAUNCHER, config.startup_timeout_s)
+        _wait_healthy(record, config)
     except BaseException:
         stop()
         raise
@@ -179,12 +181,8 @@ def serve(config: VllmConfig) -> ServeResult:
 
 def stop() -> ServerRecord | None:
     """Stop the server forge started (its whole process group); None when none was running."""
-    with process.exclusive(state_dir() / "vllm.lock"):
-        record = running_server()
-        if record is not None:
-            process.stop_process_group(record.pid, LAUNCHER)
-        record_path().unlink(missing_ok=True)
-    return record
+    with SERVER.exclusive():
+        return SERVER.stop()
 
 
 def _launch(config: VllmConfig) -> ServerRecord:
@@ -193,11 +191,23 @@ def _launch(config: VllmConfig) -> ServerRecord:
         raise UserError(f"vLLM is not installed in this Python ({sys.executable})",
                         fix=CPU_HINT if device == "cpu" else GPU_HINT)
     command = server_command(config, device)
-    pid, offset = process.start_detached(command, server_env(config, device), log_path())
-    record = ServerRecord(pid=pid, model=config.model, host=config.host, port=config.port, url=config.base_url,
-                          log=str(log_path()), command=command, started_at=time.time(), log_offset=offset)
-    record.save(record_path())
-    return record
+    return SERVER.start(command, server_env(config, device), model=config.model, host=config.host,
+                        port=config.port, url=config.base_url)
+
+
+def _wait_healthy(record: ServerRecord, config: VllmConfig) -> None:
+    """Wait for /health to answer 200; ProviderError with the log tail if the server dies or times out."""
+    outcome = SERVER.wait_ready(record, lambda: services.healthy(config.health_url), config.startup_timeout_s,
+                                poll_s=1.0)
+    if outcome == "exited":
+        raise ProviderError(f"the {record.model} server exited during startup; its log ends with:\n"
+                            f"{SERVER.log_tail(15, block=True)}\n",
+                            fix=f"read the full log {record.log}, correct the cause, then rerun")
+    if outcome == "timed out":
+        raise ProviderError(f"the {record.model} server did not become healthy at {config.health_url} within "
+                            f"{config.startup_timeout_s:.0f} s; its log ends with:\n"
+                            f"{SERVER.log_tail(15, block=True)}\n",
+                            fix=f"read {record.log}; on a busy machine raise the startup timeout (--timeout)")
 
 
 def _require_same_server(record: ServerRecord, config: VllmConfig) -> None:
@@ -213,7 +223,7 @@ def _serves_model(config: VllmConfig, served_name: str) -> bool:
         names = {entry.get("id") for entry in answer.json().get("data", [])}
     except (httpx.HTTPError, ValueError, AttributeError):
         return False
-    return answer.status_code == 200 and served_name in names and process.healthy(config.health_url)
+    return answer.status_code == 200 and served_name in names and services.healthy(config.health_url)
 
 
 class VllmPart(Part):

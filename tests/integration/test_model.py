@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from openforgerl import services
 from openforgerl.models.convert import MARKER
 from openforgerl.models.registry import load_tokenizer, model_dir
 from openforgerl.serving import vllm
@@ -46,7 +47,7 @@ def pulled() -> Path:
 @pytest.fixture(scope="session")
 def base_url(pulled: Path):
     config = vllm.VllmConfig(model=MODEL)
-    already = vllm.running_server() is not None or vllm.process.healthy(config.health_url)
+    already = vllm.running_server() is not None or services.healthy(config.health_url)
     started = forge("serve", "--model", MODEL)
     assert started.returncode == 0, started.stderr
     url = started.stdout.strip().splitlines()[-1]
