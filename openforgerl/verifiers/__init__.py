@@ -8,6 +8,7 @@ that crashes scores 0 with its error in the metrics, it never leaves the reward 
 """
 
 from openforgerl.verifiers.compile import compile_verifier, load_verifier, make_verifier, run_compiled
+from openforgerl.verifiers.footprint import image_needs, state_paths
 from openforgerl.verifiers.spec import (
     AllCheck,
     AnyCheck,
@@ -28,5 +29,5 @@ from openforgerl.verifiers.spec import (
 __all__ = [
     "AllCheck", "AnyCheck", "CommandCheck", "DomCheck", "FileContainsCheck", "FileExistsCheck", "FileRegexCheck",
     "HttpCheck", "JsonPathCheck", "LlmJudgeCheck", "SqliteCheck", "TestSuiteCheck", "VerifierSpec", "WeightedCheck",
-    "compile_verifier", "load_verifier", "make_verifier", "run_compiled",
+    "compile_verifier", "image_needs", "load_verifier", "make_verifier", "run_compiled", "state_paths",
 ]

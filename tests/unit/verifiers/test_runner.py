@@ -121,3 +121,17 @@ def test_bad_specs_are_user_errors_naming_the_field(spec, names):
     with pytest.raises(UserError) as caught:
         make_verifier(spec)
     assert all(name in str(caught.value) for name in names), str(caught.value)
+
+
+def test_footprint_lists_judged_paths_and_image_needs():
+    from openforgerl.verifiers import image_needs, state_paths
+
+    spec = make_verifier({"type": "any", "checks": [
+        EXISTS, {"type": "sqlite", "database": "/app/shop.db", "query": "select 1", "expect_scalar": 1},
+        {"type": "all", "checks": [{**EXISTS, "name": "again"},
+                                   {"type": "dom", "url": "/", "base_url_file": "/run/forge-webapp/url",
+                                    "aria_contains": ["- heading"]},
+                                   {"type": "test_suite"}]}]})
+    assert state_paths(spec) == ["/app/done", "/app/shop.db"]
+    assert image_needs(spec) == ["python3", "chromium", "python3:playwright", "/run/forge-webapp/url", "bash",
+                                 "python3:pytest"]
