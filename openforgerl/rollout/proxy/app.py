@@ -182,13 +182,20 @@ class ProxyApp:
             await send_json(send, 200, dialect.render(turn, request, reply))
             return
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        pending: list[bytes] = []
+
+        async def flush() -> None:  # one write per batch of events, sent before waiting for more
+            if pending:
+                body = b"".join(pending)
+                pending.clear()
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+
         try:
-            async for chunk in dialect.stream(events, request, reply):
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            async for chunk in dialect.stream(flushing(events, flush), request, reply):
+                pending.append(chunk)
         except ProviderError as exc:
-            await send({"type": "http.response.body", "more_body": True,
-                        "body": dialect.stream_error(503, f"the inference engine failed: {exc}", "server_error")})
-        await send({"type": "http.response.body", "body": b""})
+            pending.append(dialect.stream_error(503, f"the inference engine failed: {exc}", "server_error"))
+        await send({"type": "http.response.body", "body": b"".join(pending)})
 
     async def _count_tokens(self, headers, receive: Receive, send: Send) -> None:
         dialect = self.dialects["messages"]
@@ -223,7 +230,7 @@ class ProxyApp:
         if method == "POST" and parts == ["rollouts"]:
             data = await self._admin_body(headers, receive)
             try:
-                rollout, token = self.registry.create(data.get("metadata") or {}, data.get("id"))
+                rollout, token = await self.service.create_rollout(data.get("metadata") or {}, data.get("id"))
             except ProxyError as exc:
                 raise HttpError(409, str(exc), "conflict") from None
             return await send_json(send, 200, {"id": rollout.id, "token": token})
@@ -256,7 +263,7 @@ class ProxyApp:
         if not isinstance(status, str) or not isinstance(metadata, dict):
             raise HttpError(400, "status must be a string and metadata an object")
         try:
-            self.registry.finish(rollout, reward, status, metadata)
+            await self.service.finish_rollout(rollout, reward, status, metadata)
         except ProxyError as exc:
             raise HttpError(409, str(exc), "conflict") from None
         await send_json(send, 200, rollout.trajectory.summary())
@@ -265,6 +272,18 @@ class ProxyApp:
 async def chain(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
     yield first
     async for event in rest:
+        yield event
+
+
+async def flushing(events: AsyncIterator[Event], flush: Callable[[], Awaitable[None]]) -> AsyncIterator[Event]:
+    """``events``, calling ``flush`` whenever the next one is not there yet."""
+    yield await anext(events)
+    while True:
+        await flush()
+        try:
+            event = await anext(events)
+        except StopAsyncIteration:
+            return
         yield event
 
 

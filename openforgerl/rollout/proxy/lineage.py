@@ -80,29 +80,26 @@ class Lineage:
         text = self.template.render(messages, tools, True)
         info = (len(text), text_sha(text), len(messages))
         for head in sorted(self.heads.values(), key=lambda h: -h.text_len):
-            plan = self._extend(head, messages, tools, text, info, trajectory)
+            plan = self._extend(head, messages, text, info, trajectory)
             if plan is not None:
                 return plan
-        ids = self.template.encode(text)
+        ids = self.template.encode_prompt(text)
         return Plan("clean" if not trajectory.segments else "fork", ids, None, ids, None, *info)
 
-    def _extend(self, head: Head, messages, tools, text: str, info, trajectory) -> Plan | None:
-        n = head.n_messages
-        if (head.text_len >= len(text) or n >= len(messages) or messages[n]["role"] != "assistant"
-                or message_reply_key(messages[n]) != head.reply
-                or text_sha(text[: head.text_len]) != head.text_sha):
+    def _extend(self, head: Head, messages, text: str, info, trajectory) -> Plan | None:
+        n, start = head.n_messages, head.text_len
+        if (start >= len(text) or n >= len(messages) or messages[n]["role"] != "assistant"
+                or message_reply_key(messages[n]) != head.reply or text_sha(text[:start]) != head.text_sha):
             return None
-        with_answer = self.template.render(messages[: n + 1], tools, False)
-        if not (text.startswith(with_answer) and with_answer[: head.text_len] == text[: head.text_len]):
-            return None
-        answer_text = with_answer[head.text_len:]
-        end = answer_text.rfind(self.template.end_of_turn) if self.template.end_of_turn else -1
+        # The model's turn was rendered right after the old prompt and ends at the first end-of-turn
+        # marker (sampled text never contains it: special tokens are not decoded into content).
+        eot = self.template.end_of_turn
+        end = text.find(eot, start) if eot else -1
         if end < 0:
             return None
-        glue = answer_text[end + len(self.template.end_of_turn):] if head.ended_on_stop else answer_text[end:]
         sampled = head.answer_ids[:-1] if head.ended_on_stop else head.answer_ids
-        kind: CallKind = "clean" if self.template.decode(sampled, False) == answer_text[:end] else "realigned"
-        suffix = self.template.encode(glue + text[len(with_answer):])
+        kind: CallKind = "clean" if self.template.decode(sampled, False) == text[start:end] else "realigned"
+        suffix = self.template.encode_prompt(text[end + len(eot):] if head.ended_on_stop else text[end:])
         prompt = trajectory.segments[head.segment].ids(head.n_ids) + suffix
         if head.busy:  # a concurrent call already extends this head: branch into a new segment
             return Plan("fork", prompt, (head.segment, head.n_ids), suffix, None, *info)

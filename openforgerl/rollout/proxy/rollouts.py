@@ -76,27 +76,30 @@ class Registry:
         self.by_token[sha] = rollout
         return rollout
 
-    def create(self, metadata: dict[str, Any] | None = None, rollout_id: str | None = None) -> tuple[Rollout, str]:
+    def create(self, metadata: dict[str, Any] | None = None,
+               rollout_id: str | None = None) -> tuple[Rollout, str, dict[str, Any]]:
+        """A new rollout, its token, and the ``open`` event the caller must make durable."""
         rollout_id = rollout_id or "r-" + secrets.token_hex(8)
         if rollout_id in self.by_id:
             raise ProxyError(f"rollout {rollout_id!r} exists already")
         token = "fr-" + secrets.token_urlsafe(32)
         rollout = self._new(rollout_id, token_sha(token), metadata or {})
-        if rollout.log:
-            rollout.log.append({"t": "open", "id": rollout_id, "token_sha": rollout.token_sha,
-                                "created": rollout.created, "metadata": rollout.trajectory.metadata})
-        return rollout, token
+        return rollout, token, {"t": "open", "id": rollout_id, "token_sha": rollout.token_sha,
+                                "created": rollout.created, "metadata": rollout.trajectory.metadata}
 
     def by_api_key(self, key: str | None) -> Rollout | None:
         rollout = self.by_token.get(token_sha(key)) if key else None
         return rollout if rollout is not None and rollout.open else None
 
-    def finish(self, rollout: Rollout, reward: float | None, status: str, metadata: dict[str, Any]) -> None:
+    def finish_event(self, rollout: Rollout, reward: float | None, status: str,
+                     metadata: dict[str, Any]) -> dict[str, Any]:
         if not rollout.open:
             raise ProxyError(f"rollout {rollout.id} is finished already ({rollout.trajectory.status})")
-        if rollout.log:
-            rollout.log.append({"t": "finish", "reward": reward, "status": status, "metadata": metadata})
-        self._apply_finish(rollout, reward, status, metadata)
+        return {"t": "finish", "reward": reward, "status": status, "metadata": metadata}
+
+    def finish(self, rollout: Rollout, event: dict[str, Any]) -> None:
+        """Apply a durable ``finish`` event."""
+        self._apply_finish(rollout, event["reward"], event["status"], event["metadata"])
 
     @staticmethod
     def _apply_finish(rollout: Rollout, reward, status, metadata) -> None:

@@ -159,13 +159,27 @@ class ProxyService:
         async with self._slots:
             yield
 
+    async def write(self, rollout: Rollout, event: dict) -> None:
+        """Append ``event`` to the rollout's log and fdatasync it, off the event loop."""
+        if rollout.log:
+            await asyncio.get_running_loop().run_in_executor(self._io, rollout.log.append, event)
+
+    async def create_rollout(self, metadata: dict, rollout_id: str | None) -> tuple[Rollout, str]:
+        rollout, token, event = self.registry.create(metadata, rollout_id)
+        await self.write(rollout, event)
+        return rollout, token
+
+    async def finish_rollout(self, rollout: Rollout, reward: float | None, status: str, metadata: dict) -> None:
+        async with rollout.lock:
+            event = self.registry.finish_event(rollout, reward, status, metadata)
+            await self.write(rollout, event)
+            self.registry.finish(rollout, event)
+
     async def commit(self, rollout: Rollout, record: CallRecord) -> None:
         """Make ``record`` durable, then apply it; one at a time per rollout, in log order."""
         async with rollout.lock:
             self._place(rollout, record)
-            if rollout.log:
-                loop = asyncio.get_running_loop()
-                await loop.run_in_executor(self._io, rollout.log.append, {"t": "call", **record.to_wire()})
+            await self.write(rollout, {"t": "call", **record.to_wire()})
             rollout.apply(record)
 
     def _commit_now(self, rollout: Rollout, record: CallRecord) -> None:

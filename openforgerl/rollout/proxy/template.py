@@ -7,6 +7,7 @@ conversation is a prefix of the text of any conversation that extends it. The pr
 
 from __future__ import annotations
 
+import codecs
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -37,6 +38,28 @@ class ChatTemplate(ABC):
     def end_of_turn(self) -> str:
         """The text the template writes where an assistant turn ends (e.g. ``<|im_end|>``)."""
 
+    def token_bytes(self) -> list[bytes] | None:
+        """The bytes each id decodes to (special ids: none), when decoding is per-token; else None."""
+        return None
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """``encode(text)`` for rendered prompts; implementations may cache whole turns."""
+        return self.encode(text)
+
+
+def byte_level_alphabet() -> dict[str, int]:
+    """GPT-2 byte-level BPE: the printable character that stands for each byte, inverted."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[chr(byte)] = byte
+        else:
+            chars[chr(256 + extra)] = byte
+            extra += 1
+    return chars
+
 
 class HFChatTemplate(ChatTemplate):
     """A Hugging Face tokenizer with a chat template (tokenizers fast backend)."""
@@ -52,13 +75,61 @@ class HFChatTemplate(ChatTemplate):
         ids = {eos} if isinstance(eos, int) else set(eos or [])
         self._stop_ids = frozenset(ids)
         self._end_of_turn = tokenizer.eos_token or ""
+        self._bytes: list[bytes] | None = None
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._fast_encode = (lambda text: backend.encode(text, add_special_tokens=False).ids) if backend else None
+        self._turns: dict[str, list[int]] = {}  # rendered turn text -> ids (bounded, see encode_prompt)
+        self._piecewise: bool | None = None
 
     def render(self, messages, tools, add_generation_prompt):
         return self.tokenizer.apply_chat_template(
             messages, tools=tools or None, add_generation_prompt=add_generation_prompt, tokenize=False)
 
     def encode(self, text):
+        if self._fast_encode is not None:
+            return self._fast_encode(text)
         return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def encode_prompt(self, text):
+        """Encode turn by turn, reusing the ids of turns seen before (system prompts, tool lists).
+
+        Splitting right after each end-of-turn special token gives the same ids as encoding the
+        whole text (special tokens are cut out before BPE runs); checked once per template.
+        """
+        if self._piecewise is None:
+            self._piecewise = self._check_piecewise()
+        if not self._piecewise:
+            return self.encode(text)
+        eot, ids, start = self._end_of_turn, [], 0
+        while start < len(text):
+            end = text.find(eot, start)
+            end = len(text) if end < 0 else end + len(eot)
+            ids += self._turn_ids(text[start:end])
+            start = end
+        return ids
+
+    def _turn_ids(self, piece: str) -> list[int]:
+        ids = self._turns.get(piece)
+        if ids is None:
+            ids = self.encode(piece)
+            if len(piece) > 200:  # short pieces are cheap to encode; keep the cache for big turns
+                if len(self._turns) >= 1024:
+                    self._turns.pop(next(iter(self._turns)))
+                self._turns[piece] = ids
+        return ids
+
+    def _check_piecewise(self) -> bool:
+        if not self._end_of_turn:
+            return False
+        sample = [{"role": "system", "content": "Check: é 😀 <tools> {\"a\": 1}"},
+                  {"role": "user", "content": " leading space\n\n"}, {"role": "assistant", "content": "x  "},
+                  {"role": "user", "content": "y"}]
+        text = self.render(sample, None, True)
+        self._piecewise = True
+        try:
+            return self.encode_prompt(text) == self.encode(text)
+        finally:
+            self._piecewise = None
 
     def decode(self, ids, skip_special=True):
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special)
@@ -71,22 +142,53 @@ class HFChatTemplate(ChatTemplate):
     def end_of_turn(self):
         return self._end_of_turn
 
+    def token_bytes(self):
+        if self._bytes is None:
+            self._bytes = self._byte_table() or []
+        return self._bytes or None
+
+    def _byte_table(self) -> list[bytes] | None:
+        """Per-id bytes for byte-level BPE tokenizers, checked against ``decode`` on a sample."""
+        from tokenizers import decoders
+
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is None or not isinstance(backend.decoder, decoders.ByteLevel):
+            return None
+        alphabet = byte_level_alphabet()
+        added = getattr(self.tokenizer, "added_tokens_decoder", {})
+        table = []
+        for i, token in enumerate(self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))):
+            if i in added:
+                table.append(b"" if added[i].special else added[i].content.encode())
+            elif token is None or any(c not in alphabet for c in token):
+                return None
+            else:
+                table.append(bytes(alphabet[c] for c in token))
+        sample = list(range(0, len(table), 97))
+        if b"".join(table[i] for i in sample).decode("utf-8", "replace") != self.decode(sample):
+            return None
+        return table
+
 
 class IncrementalDecoder:
     """Turns a stream of token ids into text deltas without splitting multi-byte characters.
 
-    Decodes a short sliding window rather than the whole response each time, so streaming a
-    long answer stays linear.
+    Byte-level tokenizers decode token by token through a UTF-8 incremental decoder (constant
+    work per token); others decode a short sliding window, as vLLM's detokenizer does.
     """
 
     def __init__(self, template: ChatTemplate) -> None:
         self.template = template
         self.ids: list[int] = []
+        self._table = template.token_bytes()
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self._prefix = 0  # window start: ids before it are already emitted and stable
         self._read = 0  # ids up to here are emitted
 
     def push(self, ids: list[int]) -> str:
         self.ids.extend(ids)
+        if self._table is not None:
+            return self._utf8.decode(b"".join([self._table[i] for i in ids]))
         prefix_text = self.template.decode(self.ids[self._prefix:self._read])
         full_text = self.template.decode(self.ids[self._prefix:])
         if full_text.endswith("\ufffd") or len(full_text) < len(prefix_text):
@@ -96,6 +198,8 @@ class IncrementalDecoder:
 
     def flush(self) -> str:
         """Whatever is still held back at the end of the stream."""
+        if self._table is not None:
+            return self._utf8.decode(b"", final=True)
         prefix_text = self.template.decode(self.ids[self._prefix:self._read])
         full_text = self.template.decode(self.ids[self._prefix:])
         self._prefix = self._read = len(self.ids)

@@ -113,10 +113,28 @@ class VLLMEngine(Engine):
         async with self._errors("failed to stream"):
             resp = await self._post("/v1/completions", body)
             async with resp:
-                async for line in resp.content:
-                    chunk = self._chunk(line)
+                pending = b""
+                async for data in resp.content.iter_any():  # everything that has arrived: under load
+                    lines = (pending + data).split(b"\n")  # several tokens go out as one chunk
+                    pending = lines.pop()
+                    chunk = self._merge(lines)
                     if chunk is not None:
                         yield chunk
+
+    @classmethod
+    def _merge(cls, lines: list[bytes]) -> TokenChunk | None:
+        merged: TokenChunk | None = None
+        for line in lines:
+            chunk = cls._chunk(line.strip())
+            if chunk is None:
+                continue
+            if merged is None:
+                merged = chunk
+            else:
+                merged.token_ids += chunk.token_ids
+                merged.logprobs += chunk.logprobs
+                merged.finish_reason = chunk.finish_reason or merged.finish_reason
+        return merged
 
     @staticmethod
     def _chunk(line: bytes) -> TokenChunk | None:

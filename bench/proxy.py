@@ -1,0 +1,303 @@
+"""Proxy benchmark: added latency and throughput of `forge proxy` vs calling the engine directly vs LiteLLM.
+
+One run measures everything on this machine, interleaved by concurrency level, so the ratios hold
+on a noisy machine (the absolute numbers are this machine's):
+
+* upstream: a scripted vLLM stand-in (openforgerl.testing.fake_vllm) with a fixed latency,
+* direct:   clients -> upstream /v1/chat/completions (streamed),
+* forge:    clients -> forge proxy /v1/chat/completions -> upstream /v1/completions (token ids),
+            its rollout logs on disk (one fdatasync per call, before the answer ends),
+* forge-shm: the same with its logs on tmpfs (/dev/shm): the proxy's own cost without the disk flush,
+* litellm:  clients -> LiteLLM proxy -> upstream /v1/chat/completions,
+
+at 1/16/64/256 concurrent streams. Each stream is an agent loop: 4 calls whose history grows
+(each call resends the history plus the last answer), then a new rollout. Also: bytes the proxy
+stores per rollout vs the raw request/response JSON of a Codex-sized rollout.
+
+Run: .venv/bin/python bench/proxy.py [--litellm PATH_TO_litellm] [--seconds 3]
+Writes bench/results/proxy.md. Only 127.0.0.1 is contacted; every loop is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from openforgerl.testing.proxy import policy_template  # noqa: E402
+
+ADMIN = "bench-admin-token"
+ANSWER = "Sure. I looked at the repository and the tests pass; next I will write the file as asked."
+SYSTEM = "You are a careful coding agent working in a terminal. " * 40
+LEVELS = (1, 16, 64, 256)
+TURNS_PER_ROLLOUT = 4
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, seconds: float = 120) -> None:
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{proc.args[:3]} exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.25)
+    raise SystemExit(f"{url} not healthy after {seconds} s")
+
+
+class Stack:
+    """The upstream, forge proxy and LiteLLM processes, on free loopback ports."""
+
+    def __init__(self, tmp: Path, latency_ms: float, token_ms: float, litellm: str | None) -> None:
+        self.tmp, self.procs = tmp, []
+        template = policy_template()
+        ids = template.encode(ANSWER) + sorted(template.stop_ids)[:1]
+        (tmp / "answer.json").write_bytes(orjson.dumps(
+            {"token_ids": ids, "pieces": [template.decode([i]) for i in ids[:-1]] + [""]}))
+        template.tokenizer.save_pretrained(str(tmp / "tokenizer"))
+        self.up_port, self.litellm_port = free_port(), free_port()
+        self.upstream = f"http://127.0.0.1:{self.up_port}"
+        self.litellm = f"http://127.0.0.1:{self.litellm_port}" if litellm else None
+        self.data_dir = tmp / "data"
+        self.shm_dir = Path(tempfile.mkdtemp(prefix="forge-bench-", dir="/dev/shm")) if Path("/dev/shm").is_dir() else None
+        self._start([sys.executable, "-m", "openforgerl.testing.fake_vllm", "--port", str(self.up_port),
+                     "--answer", str(tmp / "answer.json"), "--latency-ms", str(latency_ms),
+                     "--token-ms", str(token_ms)], self.upstream + "/v1/models")
+        self.urls = {"direct": self.upstream, "litellm": self.litellm}
+        self.pids: dict[str, int] = {}
+        for name, data_dir in (("forge", self.data_dir), ("forge-shm", self.shm_dir)):
+            if data_dir is None:
+                continue
+            port = free_port()
+            self.urls[name] = f"http://127.0.0.1:{port}"
+            self._start([sys.executable, "-m", "openforgerl", "proxy", "--engine", "vllm", "--engine-url",
+                         self.upstream, "--port", str(port), "--admin-token", ADMIN, "--data-dir", str(data_dir),
+                         "--tokenizer", str(tmp / "tokenizer")], self.urls[name] + "/health")
+            self.pids[name] = self.procs[-1].pid
+        self.forge = self.urls["forge"]
+        if litellm:
+            config = tmp / "litellm.yaml"
+            config.write_text(f"""model_list:
+  - model_name: smollm2
+    litellm_params: {{model: openai/smollm2, api_base: "{self.upstream}/v1", api_key: "x"}}
+litellm_settings: {{drop_params: true, telemetry: false}}
+""")
+            env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False", "LITELLM_LOG": "ERROR"}
+            self._start([litellm, "--config", str(config), "--host", "127.0.0.1", "--port", str(self.litellm_port),
+                         "--num_workers", "1"], self.litellm + "/health/liveliness", env=env)
+
+    def _start(self, args: list[str], health: str, env: dict[str, str] | None = None) -> None:
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                env={**os.environ, "TRANSFORMERS_VERBOSITY": "error", **(env or {})})
+        self.procs.append(proc)
+        wait_healthy(health, proc)
+
+    def stop(self) -> None:
+        if self.shm_dir:
+            shutil.rmtree(self.shm_dir, ignore_errors=True)
+        for proc in reversed(self.procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def new_rollout(session, url: str) -> str:
+    async with session.post(url + "/rollouts", json={"metadata": {"bench": True}},
+                            headers={"authorization": f"Bearer {ADMIN}"}) as resp:
+        return (await resp.json())["token"]
+
+
+async def one_call(session, url: str, key: str, messages: list[dict]) -> tuple[float, float, int]:
+    """Seconds to the first content chunk and to [DONE]; bytes sent + received."""
+    body = orjson.dumps({"model": "smollm2", "messages": messages, "stream": True, "max_tokens": 64})
+    started, first = time.perf_counter(), None
+    received = 0
+    async with session.post(url + "/v1/chat/completions", data=body,
+                            headers={"authorization": f"Bearer {key}", "content-type": "application/json"}) as resp:
+        assert resp.status == 200, await resp.text()
+        async for line in resp.content:
+            received += len(line)
+            if first is None and line.startswith(b"data: ") and b'"content":"' in line and b'"content":""' not in line:
+                first = time.perf_counter()
+    done = time.perf_counter()
+    return (first or done) - started, done - started, len(body) + received
+
+
+async def stream_worker(session, stack: Stack, path: str, url: str, stop_at: float, out: list) -> None:
+    while time.perf_counter() < stop_at:
+        key = await new_rollout(session, url) if path.startswith("forge") else "x"
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Please look at the repo."}]
+        for turn in range(TURNS_PER_ROLLOUT):
+            if time.perf_counter() >= stop_at:
+                return
+            out.append(await one_call(session, url, key, messages))
+            messages = messages + [{"role": "assistant", "content": ANSWER},
+                                   {"role": "user", "content": f"Tool output {turn}: ok. Continue."}]
+
+
+async def measure(stack: Stack, path: str, concurrency: int, seconds: float) -> dict:
+    import aiohttp
+
+    url = stack.urls[path]
+    connector = aiohttp.TCPConnector(limit=concurrency + 8)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
+        warm: list = []
+        await asyncio.gather(*(stream_worker(session, stack, path, url, time.perf_counter() + 0.5, warm)
+                               for _ in range(concurrency)))
+        out: list = []
+        pid = stack.pids.get(path)
+        cpu = cpu_seconds(pid) if pid else 0.0
+        started = time.perf_counter()
+        await asyncio.gather(*(stream_worker(session, stack, path, url, started + seconds, out)
+                               for _ in range(concurrency)))
+        wall = time.perf_counter() - started
+        cpu = cpu_seconds(pid) - cpu if pid else float("nan")
+    totals = sorted(t for _, t, _ in out)
+    ttfts = sorted(f for f, _, _ in out)
+    return {"n": len(out), "rps": len(out) / wall, "p50": pct(totals, 50), "p99": pct(totals, 99),
+            "ttft50": pct(ttfts, 50), "ttft99": pct(ttfts, 99), "cpu_ms": cpu / max(1, len(out)) * 1000}
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+async def storage(stack: Stack) -> dict:
+    """A Codex-sized rollout (17k-char system, 9 tools, 10 calls with tool outputs): stored vs raw bytes."""
+    import aiohttp
+
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "does things " * 20,
+                                               "parameters": {"type": "object", "properties": {
+                                                   "arg": {"type": "string", "description": "an argument"}}}}}
+             for i in range(9)]
+    messages = [{"role": "system", "content": "You are a coding agent. " * 700},
+                {"role": "user", "content": "create a file hello.txt containing hi"}]
+    raw = 0
+    async with aiohttp.ClientSession() as session:
+        async with session.post(stack.forge + "/rollouts", json={}, headers={"authorization": f"Bearer {ADMIN}"}) as r:
+            created = await r.json()
+        for call in range(10):
+            body = orjson.dumps({"model": "smollm2", "messages": messages, "tools": tools})
+            async with session.post(stack.forge + "/v1/chat/completions", data=body, headers={
+                    "authorization": f"Bearer {created['token']}", "content-type": "application/json"}) as r:
+                answer = await r.read()
+            raw += len(body) + len(answer)
+            messages = messages + [orjson.loads(answer)["choices"][0]["message"],
+                                   {"role": "user", "content": f"output of step {call}: " + "log line\n" * 40}]
+        async with session.get(stack.forge + f"/rollouts/{created['id']}/trajectory",
+                               headers={"authorization": f"Bearer {ADMIN}"}) as r:
+            trajectory = await r.json()
+    stored = (stack.data_dir / "rollouts" / f"{created['id']}.log").stat().st_size
+    overhead = sorted(c["overhead_ms"] for c in trajectory["calls"])
+    return {"raw": raw, "stored": stored, "calls": len(trajectory["calls"]), "counts": trajectory["counts"],
+            "tokens": len(trajectory["segments"][0]["prompt_ids"]) + len(trajectory["segments"][0]["response_ids"]),
+            "overhead_p50": statistics.median(overhead)}
+
+
+async def run(stack: Stack, seconds: float) -> tuple[dict, dict]:
+    paths = [p for p in ("direct", "forge", "forge-shm", "litellm") if stack.urls.get(p)]
+    results: dict = {}
+    for level in LEVELS:
+        for path in paths:
+            results[(path, level)] = await measure(stack, path, level, seconds)
+            r = results[(path, level)]
+            print(f"{path:8s} c={level:<4d} n={r['n']:<6d} {r['rps']:8.1f} req/s  p50 {r['p50']*1000:7.2f} ms  "
+                  f"p99 {r['p99']*1000:7.2f} ms", flush=True)
+    return results, await storage(stack)
+
+
+def report(results: dict, store: dict, args, litellm_version: str | None) -> str:
+    paths = [p for p in ("direct", "forge", "forge-shm", "litellm") if (p, LEVELS[0]) in results]
+    lines = ["# Proxy benchmark", "",
+             f"`bench/proxy.py` on this machine ({os.cpu_count()} cores, everything on it at once: clients, upstream, "
+             f"proxies). Upstream: scripted vLLM stand-in, {args.latency_ms:.0f} ms to the first token, "
+             f"{args.token_ms:.1f} ms between its {len(policy_template().encode(ANSWER)) + 1} tokens. Streams: agent "
+             f"loops of {TURNS_PER_ROLLOUT} calls with a growing history (a ~2 kB system prompt). {args.seconds:.0f} s "
+             f"per point after 0.5 s warm-up. forge proxy: one process, uvicorn+uvloop+httptools, "
+             f"`--engine vllm` (token ids over /v1/completions), every call fdatasync'd to its rollout log before the "
+             f"answer ends." + (f" LiteLLM {litellm_version} proxy, one worker." if litellm_version else ""), "",
+             "| streams | path | req/s | p50 ms | p99 ms | TTFT p50 ms | added p50 ms | added p99 ms | throughput vs direct "
+             "| proxy CPU ms/call |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for level in LEVELS:
+        direct = results[("direct", level)]
+        for path in paths:
+            r = results[(path, level)]
+            added = "" if path == "direct" else f"{(r['p50'] - direct['p50']) * 1000:+.2f} | {(r['p99'] - direct['p99']) * 1000:+.2f}"
+            lines.append(f"| {level} | {path} | {r['rps']:.1f} | {r['p50']*1000:.2f} | {r['p99']*1000:.2f} | "
+                         f"{r['ttft50']*1000:.2f} | {added or ' | '} | {r['rps'] / direct['rps']:.2f} | "
+                         f"{'' if r['cpu_ms'] != r['cpu_ms'] else format(r['cpu_ms'], '.2f')} |")
+    if "litellm" in paths:
+        lines += ["", "forge / LiteLLM throughput: " + ", ".join(
+            f"{level} streams {results[('forge', level)]['rps'] / results[('litellm', level)]['rps']:.2f}x"
+            for level in LEVELS)]
+    lines += ["", "## Storage per rollout", "",
+              f"A Codex-sized rollout ({store['calls']} calls; 17 kB system prompt, 9 tools, tool outputs, "
+              f"non-streaming, {store['tokens']} tokens in its segment; calls {store['counts']}):", "",
+              "| raw request + response JSON | stored (rollout log) | ratio |", "|---:|---:|---:|",
+              f"| {store['raw']:,} B | {store['stored']:,} B | {store['stored'] / store['raw']:.1%} |", "",
+              f"Proxy overhead the proxy measured itself (telemetry `overhead_ms`, everything but the engine, incl. "
+              f"the fdatasync): p50 {store['overhead_p50']:.2f} ms over those calls."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="measurement per point")
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--token-ms", type=float, default=1.0)
+    parser.add_argument("--litellm", default=shutil.which("litellm"), help="the litellm CLI (litellm[proxy])")
+    parser.add_argument("--levels", default="1,16,64,256", help="concurrent streams, comma-separated")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "proxy.md"))
+    args = parser.parse_args()
+    global LEVELS
+    LEVELS = tuple(int(x) for x in args.levels.split(","))
+    version = None
+    if args.litellm:
+        probe = subprocess.run([str(Path(args.litellm).parent / "python"), "-c",
+                                "import importlib.metadata as m; print(m.version('litellm'))"],
+                               capture_output=True, text=True)
+        version = probe.stdout.strip() or "?"
+    with tempfile.TemporaryDirectory(prefix="forge-bench-proxy-") as tmp:
+        stack = Stack(Path(tmp), args.latency_ms, args.token_ms, args.litellm)
+        try:
+            results, store = asyncio.run(run(stack, args.seconds))
+        finally:
+            stack.stop()
+    text = report(results, store, args, version)
+    Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
