@@ -71,8 +71,9 @@ def _playwright():
         try:
             from playwright.sync_api import sync_playwright
         except ImportError as exc:
-            raise RuntimeError("the dom check needs the playwright Python package in the image "
-                               f"({exc}); build the task on the gui template") from None
+            raise RuntimeError(f"the dom check needs the playwright Python package in the image ({exc}); "
+                               "copy playwright and greenlet into the image's "
+                               "/usr/local/lib/python3.11/dist-packages") from None
     return sync_playwright
 
 
