@@ -129,6 +129,7 @@ class FileRegexCheck(_FileRead):
     fullmatch: bool = False
     """The whole text (trailing newline stripped) must match."""
     ignore_case: bool = False
+    """Match case-insensitively."""
     multiline: bool = True
     """``^`` and ``$`` match at every line."""
 
@@ -297,6 +298,7 @@ class LlmJudgeCheck(_Check):
     scoring: Literal["threshold", "fraction"] = "threshold"
     """threshold: reward 1 or 0; fraction: the fraction of PASS votes."""
     temperature: float = Field(0.7, ge=0, le=2)
+    """Sampling temperature of each vote (above 0, so the k votes are not k copies of one)."""
     max_input_chars: int = Field(20_000, gt=0)
     """Each input is cut to this many characters."""
     api_key_env: str | None = None
