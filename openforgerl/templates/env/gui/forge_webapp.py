@@ -57,14 +57,34 @@ def wait_for_port(server):
     raise RuntimeError(f"http.server did not start in {START_TIMEOUT_S} s")
 
 
+def published():
+    """The published URL when the app behind it answers (any user may ask), else None."""
+    url_file = STATE / "url"
+    url = url_file.read_text().strip() if url_file.exists() else ""
+    return url if url and answers(url) else None
+
+
+def wait_until_published():
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if url := published():
+            return url
+        time.sleep(0.1)
+    raise RuntimeError("the app is not serving, and only root can start it (forge-webapp as root)")
+
+
 def ensure_serving(detach):
     """The app's URL, starting it first unless it already answers."""
+    if url := published():
+        return url
+    if os.geteuid() != 0:  # only root starts the app; the entrypoint may be doing so right now
+        return wait_until_published()
     STATE.mkdir(parents=True, exist_ok=True)
     url_file = STATE / "url"
     with open(STATE / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if url_file.exists() and answers(url_file.read_text().strip()):
-            return url_file.read_text().strip()
+        if url := published():  # started by whoever held the lock before us
+            return url
         server = start(os.environ.get("WEBAPP_DIR", "/srv/webapp"), int(os.environ.get("WEBAPP_PORT") or 0), detach)
         url = f"http://127.0.0.1:{wait_for_port(server)}/"
         if not answers(url):
