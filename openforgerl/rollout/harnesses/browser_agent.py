@@ -30,8 +30,11 @@ SYSTEM = ("You control a web browser to complete a task. Each observation shows 
           "addressing elements by their number. Call done when the task is complete.")
 CHROMIUM_FLAGS = ("--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                  # Only loopback resolves (IP literals included), so nothing Chromium starts on its own leaves.
-                  "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.*, EXCLUDE ::1")
+                  # Only loopback resolves (IP literals included), anything else would go to a dead loopback
+                  # proxy (loopback itself always bypasses it) and WebRTC gets no UDP of its own: nothing
+                  # Chromium starts leaves the machine, even with the host's network.
+                  "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.*, EXCLUDE ::1",
+                  "--proxy-server=http://127.0.0.1:9", "--force-webrtc-ip-handling-policy=disable_non_proxied_udp")
 TREE_LIMIT = 6000
 """Characters of accessibility tree per observation; the rest is cut with a note to scroll."""
 SCROLL_PIXELS = 600
@@ -42,7 +45,8 @@ TOOLS = [
         "name": "click", "description": "Click an element.",
         "parameters": {"type": "object", "properties": {"ref": _REF_PROPERTY}, "required": ["ref"]}}},
     {"type": "function", "function": {
-        "name": "type", "description": "Replace the text of an input field; submit=true presses Enter after.",
+        "name": "type", "description": ("Replace the text of an input field, or choose a drop-down's option "
+                                         "by its label; submit=true presses Enter after."),
         "parameters": {"type": "object", "properties": {
             "ref": _REF_PROPERTY, "text": {"type": "string"}, "submit": {"type": "boolean"}},
             "required": ["ref", "text"]}}},
@@ -329,10 +333,17 @@ class Browser:
 
     def _act(self, action: Action) -> str:
         if action.name == "click":
-            self.locate(action.ref).click()
+            element = self.locate(action.ref)
+            if _tag(element) == "OPTION":  # clicking a drop-down's option means choosing it
+                label = element.evaluate("e => e.label.trim()")
+                element.locator("xpath=ancestor::select[1]").select_option(label=label)
+                return f"chose {label!r} ([{action.ref}])"
+            element.click()
             return f"clicked [{action.ref}]"
         if action.name == "type":
             element = self.locate(action.ref)
+            if _tag(element) == "SELECT":
+                return _choose(element, action)
             element.fill(action.text)
             if action.submit:
                 element.press("Enter")
@@ -348,6 +359,18 @@ class Browser:
             self.page.goto(url)
             return f"opened {url}"
         return action.message or "done"
+
+
+def _tag(element: Any) -> str:
+    return element.evaluate("e => e.tagName")
+
+
+def _choose(element: Any, action: Action) -> str:
+    labels = element.evaluate("e => Array.from(e.options, o => o.label.trim())")
+    if action.text not in labels:
+        raise ActionError(f"[{action.ref}] has no option {action.text!r}; its options: {', '.join(map(repr, labels))}")
+    element.select_option(label=action.text)
+    return f"chose {action.text!r} in [{action.ref}]"
 
 
 # ---------------------------------------------------------------- the model (the proxy)
