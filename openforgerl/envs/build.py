@@ -31,7 +31,7 @@ from openforgerl.envs.build_checks import Finding, check_dependencies, static_ch
 from openforgerl.envs.build_e2e import end_to_end
 from openforgerl.envs.build_repair import Repairer, RepairSettings, apply_edits, task_files
 from openforgerl.envs.render import render_environment
-from openforgerl.errors import ForgeError
+from openforgerl.errors import EnvBuildError, ForgeError
 from openforgerl.log import get_logger
 from openforgerl.tasks import Task, find_task_dirs
 
@@ -221,7 +221,7 @@ class EnvBuilder:
         from openforgerl.envs.images import ensure_task_image, task_image_tag
 
         if task.config.environment.docker_image:
-            return task.config.environment.docker_image, False
+            return await asyncio.to_thread(self._prebuilt, task.config.environment.docker_image), False
         tag = task_image_tag(task)
         lock = self._image_locks.setdefault(tag, asyncio.Lock())
         async with lock:
@@ -230,6 +230,26 @@ class EnvBuilder:
                 return tag, False
             except docker.errors.ImageNotFound:
                 return await asyncio.to_thread(ensure_task_image, self.client, task), True
+
+    def _prebuilt(self, image: str) -> str:
+        """A task's own prebuilt image: local, or pulled from a loopback registry — never from a public one."""
+        import docker.errors
+
+        from openforgerl.rollout.runtimes.docker import is_loopback_registry
+
+        try:
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            if not is_loopback_registry(image):
+                raise EnvBuildError(f"[environment] docker_image {image} is not present locally and would be pulled "
+                                    "from a public registry", fix="load it (docker load) or push it to the local "
+                                    "registry, or remove docker_image so environment/Dockerfile is built") from None
+            try:
+                self.client.images.pull(image)
+            except docker.errors.APIError as exc:
+                raise EnvBuildError(f"pulling {image} failed: {exc.explanation or exc}",
+                                    fix="check the local registry (forge stack up)") from exc
+        return image
 
     async def _repair(self, task_dir: Path, number: int, attempt: _Attempt, rounds: list[RoundRecord]) -> dict:
         assert self.repairer is not None

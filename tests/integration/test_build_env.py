@@ -177,6 +177,9 @@ def test_a_batch_reports_every_bad_task_with_its_reason_and_builds_the_shared_en
         "then r=1", "then r=$(sqlite3 :memory: 'select 1')")})
     hello_task(root, "unstated", dockerfile, **{"instruction.md": "Say hi.\n"})
     hello_task(root, "bad-toml", dockerfile, **{"task.toml": "[task\nname = 1\n"})
+    public = hello_task(root, "public-image", dockerfile, **{
+        "task.toml": '[task]\nname = "public-image"\n[environment]\ndocker_image = "docker.io/library/nosuch:1"\n'})
+    (public / "environment" / "Dockerfile").unlink()
 
     result = forge("build-env", str(root), "--no-push", "--out-dir", str(tmp_path / "out"))
     assert result.returncode == 1
@@ -190,8 +193,9 @@ def test_a_batch_reports_every_bad_task_with_its_reason_and_builds_the_shared_en
     assert outcomes["needs-sqlite"]["stage"] == "dependencies" and "sqlite3" in outcomes["needs-sqlite"]["reason"]
     assert outcomes["unstated"]["stage"] == "static" and "/app/hello.txt" in outcomes["unstated"]["reason"]
     assert outcomes["bad-toml"]["stage"] == "load" and "task.toml" in outcomes["bad-toml"]["reason"]
-    assert report["builds"] == 1  # six tasks, one environment
-    assert "1 of 6 task(s) passed" in result.stderr and "oracle check" in result.stderr
+    assert outcomes["public-image"]["stage"] == "build" and "public registry" in outcomes["public-image"]["reason"]
+    assert report["builds"] == 1  # every task that got to the build shares one environment
+    assert "1 of 7 task(s) passed" in result.stderr and "oracle check" in result.stderr
     nop = tomllib.loads((root / "always-passes" / "task.toml").read_text())["validation"]
     assert nop["passed"] is False and nop["nop_rewards"] == [1.0, 1.0] and "nop check" in nop["reason"]
 
