@@ -44,7 +44,7 @@ def config(ctx: AgentContext) -> dict[str, Any]:
     provider = {"npm": "@ai-sdk/openai-compatible", "name": "openforgerl proxy",
                 "options": {"baseURL": openai_base(ctx), "apiKey": ctx.api_key},
                 "models": {ctx.model: {"name": ctx.model, "tool_call": True}}}
-    return {"$schema": "https://opencode.ai/config.json", "provider": {PROVIDER: provider},
+    return {"provider": {PROVIDER: provider},
             "model": f"{PROVIDER}/{ctx.model}", "small_model": f"{PROVIDER}/{ctx.model}",
             "enabled_providers": [PROVIDER], "autoupdate": False, "share": "disabled",
             "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny", "external_directory": "allow"}}
