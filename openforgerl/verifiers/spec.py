@@ -257,6 +257,11 @@ class TestSuiteCheck(_Check):
     junit: it runs ``command`` and reads the report it writes to ``junit_xml``."""
     args: list[str] = Field(default_factory=lambda: ["/tests"])
     """pytest arguments (test paths, ``-k``, ...). Keep the tests in /tests, out of the agent's reach."""
+    ini: AbsolutePath | None = None
+    """pytest: the config file to use (e.g. /tests/pytest.ini); by default an empty one, so no
+    pytest.ini / pyproject.toml / setup.cfg the agent planted above the tests configures the run."""
+    confcutdir: AbsolutePath = "/tests"
+    """pytest: conftest.py files are only loaded at or below this directory (set /app for a repo's own)."""
     command: str | None = None
     """junit: the shell command that runs the suite."""
     junit_xml: str | None = None

@@ -20,7 +20,7 @@ def check_test_suite(spec: dict, ctx) -> tuple[float, dict]:
     if spec.get("framework", "pytest") == "pytest":
         report_dir = Path(tempfile.mkdtemp(prefix="forge-junit-"))
         report = report_dir / "report.xml"
-        command = _pytest_command(spec.get("args", ["/tests"]), report, ctx)
+        command = _pytest_command(spec, report, ctx)
     else:
         report_dir, report = None, ctx.path(spec["junit_xml"])
         _remove(report)
@@ -33,11 +33,25 @@ def check_test_suite(spec: dict, ctx) -> tuple[float, dict]:
             shutil.rmtree(report_dir, ignore_errors=True)
 
 
-def _pytest_command(args: list[str], report: Path, ctx) -> str:
-    mapped = [str(ctx.path(a)) if a.startswith("/") else a for a in args]
-    # The runner's own interpreter (the container's python3), with its site-packages this time.
+# pytest (and what it imports at start-up) comes from site-packages before the task's own paths
+# join sys.path, so a pytest.py or pluggy.py the agent left in /app or on PYTHONPATH is never run.
+BOOTSTRAP = (
+    "import os, sys; import pytest; "
+    "sys.path[0:0] = [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p] + [os.getcwd()]; "
+    "sys.exit(pytest.main(sys.argv[1:]))"
+)
+
+
+def _pytest_command(spec: dict, report: Path, ctx) -> str:
+    mapped = [str(ctx.path(a)) if a.startswith("/") else a for a in spec.get("args", ["/tests"])]
+    ini = ctx.path(spec["ini"]) if spec.get("ini") else report.parent / "pytest.ini"
+    if not spec.get("ini"):
+        ini.write_text("[pytest]\n")
+    # -I: no PYTHONPATH or script dir at start-up (BOOTSTRAP adds them after pytest is imported).
     # -p no:cacheprovider: no .pytest_cache written into the agent's tree (or read from it).
-    parts = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *mapped, f"--junitxml={report}"]
+    parts = [sys.executable, "-I", "-c", BOOTSTRAP, "-c", str(ini), "--rootdir", str(ctx.path(spec.get("cwd", "/app"))),
+             "--confcutdir", str(ctx.path(spec.get("confcutdir", "/tests"))), "-p", "no:cacheprovider", "-q",
+             *mapped, f"--junitxml={report}"]
     return " ".join(_quote(p) for p in parts)
 
 

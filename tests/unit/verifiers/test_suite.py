@@ -102,3 +102,45 @@ def test_skipped_tests_are_not_passes(repo):
     repo.write("/tests/test_skip.py", "import pytest\n\ndef test_x():\n    pytest.skip('later')\n")
     verdict = repo.verify(suite(args=["/tests/test_skip.py"], scoring="fraction"))
     assert verdict.reward == 0.0 and verdict.metrics["skipped"] == 1
+
+
+FAKE_PYTEST = """import sys
+report = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--junitxml=")][0]
+open(report, "w").write('<testsuite><testcase name="a"/><testcase name="b"/><testcase name="c"/></testsuite>')
+sys.exit(0)
+"""
+FORCE_PASS = """import pytest
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+"""
+
+
+def test_a_pytest_module_planted_in_the_repo_is_not_the_one_that_runs(repo):
+    repo.write("/app/calc.py", HALF_RIGHT)
+    repo.write("/app/pytest.py", FAKE_PYTEST)
+    repo.write("/app/pluggy.py", "raise SystemExit(0)\n")
+    verdict = repo.verify(suite(), env=with_app_on_path(repo))
+    assert verdict.reward == 0.0 and verdict.metrics["failed"] == 1
+
+
+def test_config_and_conftest_planted_above_the_tests_are_ignored(repo):
+    repo.write("/app/calc.py", HALF_RIGHT)
+    repo.write("/conftest.py", FORCE_PASS)
+    repo.write("/pytest.ini", "[pytest]\naddopts = -p forcepass\n")
+    repo.write("/app/forcepass.py", FORCE_PASS)
+    verdict = repo.verify(suite(), env=with_app_on_path(repo))
+    assert verdict.reward == 0.0 and verdict.metrics["failed"] == 1
+
+
+def test_the_tests_own_conftest_and_ini_are_used_when_named(repo):
+    repo.write("/app/calc.py", RIGHT)
+    repo.write("/tests/conftest.py", "import pytest\n\n@pytest.fixture\ndef three():\n    return 3\n")
+    repo.write("/tests/test_fixture.py", "def test_uses_fixture(three):\n    assert three == 3\n")
+    repo.write("/tests/pytest.ini", "[pytest]\nmarkers =\n    slow: slow tests\n")
+    spec = suite(args=["/tests/test_calc.py", "/tests/test_fixture.py", "--strict-markers"], ini="/tests/pytest.ini")
+    verdict = repo.verify(spec)
+    assert verdict.reward == 1.0 and verdict.metrics["total"] == 4, verdict.metrics
