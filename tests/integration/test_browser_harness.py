@@ -107,22 +107,26 @@ def gui_image(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def browser_installed() -> None:
+def browser_installed(gui_image: str) -> None:
     import docker
+    import docker.errors
 
     from openforgerl.paths import tools_dir
+    from openforgerl.rollout.harness_image import layer_tag
     from openforgerl.rollout.harnesses import browser_agent
-    from openforgerl.rollout.harnesses.install import install
+    from openforgerl.rollout.harnesses.install import CATALOG, install
 
-    # The installed copy of forge-browser (and every harness layer made from it) is keyed by the pinned
+    # The installed copy of forge-browser (and the harness layer made from it) is keyed by the pinned
     # playwright version only; refresh both when this checkout's agent differs from the copy.
     copy = tools_dir() / "browser" / "lib" / "forge_browser.py"
     if copy.exists() and copy.read_bytes() != Path(browser_agent.__file__).read_bytes():
         shutil.rmtree(tools_dir() / "browser")
         client = docker.from_env()
-        for image in client.images.list(name="openforgerl/harness"):
-            if any(tag.startswith("openforgerl/harness:browser-") for tag in image.tags):
-                client.images.remove(image.id, force=True)
+        stale = layer_tag(client.images.get(gui_image).id, "browser", CATALOG["browser"].package)
+        try:
+            client.images.remove(stale, force=True)
+        except docker.errors.ImageNotFound:
+            pass
     install("browser", lambda action: None)  # a no-op when the pinned version is already there
 
 
