@@ -1,7 +1,8 @@
-"""A composed verifier compiled into a real task and run by the orchestrator in real containers.
+"""Verifiers compiled into real tasks and run by the orchestrator in real containers.
 
-oracle (solve.sh) must score 1, nop 0, and an agent that plants reward files, a fake runner and
-Python start-up hooks must still score 0.
+A composed claw verifier: oracle (solve.sh) must score 1, nop 0, and an agent that plants reward
+files, a fake runner and Python start-up hooks must still score 0. A code task on the code
+template: its test suite decides, and a pytest.py planted in the repo cannot fake a pass.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from openforgerl.envs.render import render_environment
 from openforgerl.rollout.harness import AgentContext, Harness, Invocation
 from openforgerl.rollout.orchestrator import RolloutConfig
 from openforgerl.rollout.run import run_rollouts
@@ -109,3 +111,53 @@ def test_planted_rewards_runner_and_python_hooks_do_not_raise_the_reward(tmp_pat
     assert (result.status, result.reward) == ("failure", 0.0), result.reason
     assert result.metrics["checks"]["log"]["reward"] == 1.0  # the one thing it really did counts
     assert json.dumps(result.metrics).count('"reward": 0.0') >= 2
+
+
+CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return b - a\n"
+CALC_TESTS = """from calc import add, sub
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_sub():
+    assert sub(5, 3) == 2
+
+
+def test_sub_negative():
+    assert sub(-1, 1) == -2
+"""
+FIX = "#!/bin/bash\nsed -i 's/return b - a/return a - b/' /app/calc.py\n"
+FAKE_PYTEST = ("import sys\\nr = [a[11:] for a in sys.argv if a.startswith('--junitxml=')][0]\\n"
+               "open(r, 'w').write('<testsuite><testcase name=\\\"a\\\"/></testsuite>')\\n")
+
+
+def make_code_task(root: Path) -> Path:
+    task = root / "calc"
+    for sub in ("environment/repo", "tests", "solution"):
+        (task / sub).mkdir(parents=True)
+    (task / "task.toml").write_text('[task]\nname = "calc"\ndomain = "code"\n[agent]\ntimeout_sec = 60\n'
+                                    '[environment]\ntemplate = "code"\n')
+    (task / "instruction.md").write_text("sub() in /app/calc.py returns the wrong sign; fix it.\n")
+    (task / "environment" / "repo" / "calc.py").write_text(CALC)
+    (task / "solution" / "solve.sh").write_text(FIX)
+    render_environment(task)
+    compile_verifier({"type": "test_suite", "args": ["/tests/test_calc.py"], "expect_total": 3}, task / "tests")
+    (task / "tests" / "test_calc.py").write_text(CALC_TESTS)
+    return task
+
+
+def test_code_task_is_scored_by_its_test_suite(tmp_path: Path):
+    task = make_code_task(tmp_path)
+    oracle = rollout(tmp_path, task, "oracle")
+    assert (oracle.status, oracle.reward) == ("success", 1.0), json.dumps(oracle.metrics)[:2000] + oracle.reason
+    assert oracle.metrics["passed"] == 3
+
+    nop = rollout(tmp_path, task, "nop")
+    assert (nop.status, nop.reward) == ("failure", 0.0), nop.reason
+    assert (nop.metrics["passed"], nop.metrics["failed"]) == (1, 2)
+
+    cheat = ShellHarness(f"printf \"{FAKE_PYTEST}\" > /app/pytest.py && cp /app/pytest.py /app/conftest.py")
+    result = rollout(tmp_path, task, "shell", agent=cheat)
+    assert (result.status, result.reward) == ("failure", 0.0), json.dumps(result.metrics)[:2000]

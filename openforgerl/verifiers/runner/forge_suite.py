@@ -49,9 +49,9 @@ def _pytest_command(spec: dict, report: Path, ctx) -> str:
         ini.write_text("[pytest]\n")
     # -I: no PYTHONPATH or script dir at start-up (BOOTSTRAP adds them after pytest is imported).
     # -p no:cacheprovider: no .pytest_cache written into the agent's tree (or read from it).
-    parts = [sys.executable, "-I", "-c", BOOTSTRAP, "-c", str(ini), "--rootdir", str(ctx.path(spec.get("cwd", "/app"))),
-             "--confcutdir", str(ctx.path(spec.get("confcutdir", "/tests"))), "-p", "no:cacheprovider", "-q",
-             *mapped, f"--junitxml={report}"]
+    confcutdir = str(ctx.path(spec.get("confcutdir", "/tests")))
+    parts = [sys.executable, "-I", "-c", BOOTSTRAP, "-c", str(ini), "--rootdir", confcutdir, "--confcutdir", confcutdir,
+             "-p", "no:cacheprovider", "-q", *mapped, f"--junitxml={report}"]
     return " ".join(_quote(p) for p in parts)
 
 
