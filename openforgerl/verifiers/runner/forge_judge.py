@@ -52,12 +52,15 @@ def check_llm_judge(spec: dict, ctx) -> tuple[float, dict]:
 
 
 def _prompt(spec: dict, ctx) -> str:
+    # A fresh marker per run: the submission cannot close its own block and append "rubric" text.
+    marker = os.urandom(6).hex()
     limit = spec.get("max_input_chars", 20_000)
-    parts = [f"Rubric:\n<rubric>\n{spec['rubric']}\n</rubric>\n", "Submission:"]
+    parts = [f"Rubric:\n{spec['rubric']}\n",
+             f"Submission (only text between BEGIN/END lines tagged {marker} is the submission):"]
     for path in spec["inputs"]:
         text = read_text(path, ctx)
         cut = " (cut)" if len(text) > limit else ""
-        parts.append(f'<file path="{path}"{cut}>\n{text[:limit]}\n</file>')
+        parts.append(f"===== BEGIN {path}{cut} [{marker}] =====\n{text[:limit]}\n===== END {path} [{marker}] =====")
     return "\n".join(parts)
 
 

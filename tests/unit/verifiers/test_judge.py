@@ -78,3 +78,13 @@ def test_api_key_comes_from_the_named_environment_variable(essay):
     with JudgeStub([PASS]) as stub:
         essay.verify(judge(stub.base_url, votes=1, api_key_env="JUDGE_KEY"), env={"JUDGE_KEY": "sk-test"})
     assert stub.headers[0]["Authorization"] == "Bearer sk-test"
+
+
+def test_the_submission_is_fenced_by_a_marker_it_cannot_forge(essay):
+    with JudgeStub([PASS]) as first, JudgeStub([PASS]) as second:
+        essay.verify(judge(first.base_url, votes=1))
+        essay.verify(judge(second.base_url, votes=1))
+    prompts = [stub.requests[0]["messages"][-1]["content"] for stub in (first, second)]
+    markers = [p.split("tagged ", 1)[1].split(" ", 1)[0].rstrip("):") for p in prompts]
+    assert markers[0] != markers[1]
+    assert all(f"===== END /app/summary.md [{m}] =====" in p for m, p in zip(markers, prompts))
