@@ -62,11 +62,11 @@ def check_command(spec: dict, ctx) -> tuple[bool, dict]:
 
 def check_file_exists(spec: dict, ctx) -> tuple[bool, dict]:
     target = ctx.path(spec["path"])
-    kind = spec.get("kind", "file")
-    found = {"file": target.is_file, "dir": target.is_dir, "any": target.exists}[kind]()
+    present = target.exists() or target.is_symlink()  # a dangling link is still something at the path
     if spec.get("absent"):
-        return not (target.exists() or target.is_symlink()), {"present": target.exists()}
-    return found, {"present": target.exists(), "kind_ok": found}
+        return not present, {"present": present}
+    kind_ok = {"file": target.is_file, "dir": target.is_dir, "any": target.exists}[spec.get("kind", "file")]()
+    return kind_ok, {"present": present, "kind_ok": kind_ok}
 
 
 def read_text(container_path: str, ctx, max_bytes: int = 16 * 1024 * 1024) -> str:
