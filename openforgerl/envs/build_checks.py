@@ -22,14 +22,17 @@ from typing import Any
 from openforgerl.tasks import INSTRUCTION, SOLUTION_SCRIPT, TEST_SCRIPT, Task
 
 # Paths a verifier may touch that are not the agent's business (its own files, the system).
+# /run and /var/log hold what the environment publishes or records (a service's address, the web
+# app's request log): evidence for the verifier, not something the agent is asked to produce.
 SYSTEM_PREFIXES = ("/logs/", "/tests/", "/solution/", "/dev/", "/proc/", "/sys/", "/usr/", "/bin/", "/sbin/",
-                   "/lib/", "/etc/", "/tmp/", "/opt/forge/", "/run/forge/", "/var/lib/apt/")
+                   "/lib/", "/etc/", "/tmp/", "/opt/forge/", "/run/", "/var/log/", "/var/lib/apt/")
 SYSTEM_PATHS = {"/dev/null", "/tests", "/logs/verifier", "/solution", "/tmp", "/", "/app"}
 SHELL_WORDS = set("""if then else elif fi for while until do done case esac in function select time
     ! { } [ [[ ]] ]] . : source true false echo printf read cd pwd test export local declare set unset
     return exit shift eval exec trap wait break continue let readonly type command builtin alias
     umask ulimit getopts hash kill jobs fg bg disown pushd popd dirs shopt mapfile readarray""".split())
-ABS_PATH = re.compile(r"(?<![\w.$}])(/(?:[\w.+-]+/)*[\w.+-]+)")
+# Two components at least (/app/out.txt): a lone /name is far more often a URL path or a closing tag.
+ABS_PATH = re.compile(r"(?<![\w.$}<:/])(/(?:[\w.+-]+/)+[\w.+-]+)")
 MIN_LEAK_BYTES = 16
 
 

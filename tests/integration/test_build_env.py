@@ -1,7 +1,8 @@
 """forge build-env end to end: real Docker builds, real nop/oracle containers, the real local registry.
 
-The only stand-in is the repair model (``openforgerl.testing.repair_model``: canned OpenAI-compatible
-replies on 127.0.0.1). The gui template's browser check belongs with the gui template's own tests.
+One task per domain (claw with its mail and calendar services, code with pytest, gui checked with
+Debian's Chromium). The only stand-in is the repair model (``openforgerl.testing.repair_model``:
+canned OpenAI-compatible replies on 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -159,6 +160,49 @@ def test_code_task_with_its_test_runner_is_built_and_validated(tmp_path: Path):
     assert "python3-pytest" in (task / "environment" / "Dockerfile").read_text()
     saved = tomllib.loads((task / "task.toml").read_text())
     assert saved["validation"]["passed"] is True and "docker_image" not in saved["environment"]
+
+
+GUI_INDEX = """<!doctype html><html><body>
+<form action="greet.html" method="get"><label>Name <input name="name"></label><button>Greet</button></form>
+</body></html>
+"""
+GUI_GREET = """<!doctype html><html><body><h1 id="greeting">loading</h1>
+<script>
+const name = new URLSearchParams(location.search).get("name");
+document.getElementById("greeting").textContent = name ? "Hello, " + name + "!" : "Who are you?";
+</script></body></html>
+"""
+CHROMIUM = "timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --dump-dom"
+GUI_TEST = f"""#!/bin/bash
+url=$(cat /run/forge-webapp/url)
+r=0
+if grep -q 'GET /greet.html?name=Ada ' /var/log/webapp/access.log 2>/dev/null; then
+  # the app's page as a real browser renders it (the greeting is written by its JavaScript)
+  {CHROMIUM} "${{url}}greet.html?name=Ada" > /logs/verifier/dom.html 2>/logs/verifier/chromium.log
+  grep -q '<h1 id="greeting">Hello, Ada!</h1>' /logs/verifier/dom.html && r=1
+fi
+echo "{{\\"reward\\": $r}}" > /logs/verifier/reward.json
+"""
+GUI_SOLVE = f"""#!/bin/bash
+url=$(forge-webapp)
+{CHROMIUM} "${{url}}greet.html?name=Ada" > /dev/null 2>&1
+"""
+
+
+def test_gui_task_is_built_and_validated_with_a_real_browser(tmp_path: Path):
+    task = write(tmp_path / "tasks" / "greet-ada", {
+        "task.toml": '[task]\nname = "greet-ada"\ndomain = "gui"\n[agent]\ntimeout_sec = 120\n'
+                     '[environment]\ntemplate = "gui"\n',
+        "instruction.md": "Open the web app (its URL is in /run/forge-webapp/url) in the browser, type Ada into "
+                          "the Name field and press Greet.\n",
+        "environment/webapp/index.html": GUI_INDEX, "environment/webapp/greet.html": GUI_GREET,
+        "tests/test.sh": GUI_TEST, "solution/solve.sh": GUI_SOLVE})
+    _, outcomes = build(tmp_path, [task], push=False)
+    outcome = outcomes["greet-ada"]
+    assert outcome.passed, outcome.reason
+    assert outcome.rounds[0].nop_rewards == [0.0, 0.0] and outcome.rounds[0].oracle_rewards == [1.0, 1.0]
+    dom = next((tmp_path / "out" / "runs" / "greet-ada" / "round-0" / "oracle" / "logs").rglob("dom.html"))
+    assert "Hello, Ada!" in dom.read_text()
 
 
 def test_a_batch_reports_every_bad_task_with_its_reason_and_builds_the_shared_environment_once(tmp_path: Path):

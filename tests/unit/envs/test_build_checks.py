@@ -70,3 +70,10 @@ def test_solution_pasting_an_expected_output_file_is_reported(make_task):
     (task_dir / "solution" / "solve.sh").write_text(f"#!/bin/bash\necho '{expected}' > /app/hello.txt\n")
     [finding] = static_checks(Task.load(task_dir))
     assert finding.check == "hardcoded" and "tests/expected.txt" in finding.what
+
+
+def test_url_paths_closing_tags_and_environment_records_are_not_checked_files():
+    script = ("grep -q 'GET /greet.html?name=Ada ' /var/log/webapp/access.log\n"
+              "grep -q '<h1>Hi</h1>' /app/page/out.html\ncurl -s http://127.0.0.1:8000/api/items\n"
+              "cat /run/forge-webapp/url\n")
+    assert checked_paths(script) == ["/app/page/out.html"]
