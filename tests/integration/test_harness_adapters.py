@@ -1,0 +1,110 @@
+"""Each real harness CLI completes "create /app/hello.txt containing hi" in a container, through the proxy.
+
+Real Docker engine, real in-run proxy (scripted engine), real harness layer: the engine answers
+with a call of the harness's *own* tool set (Codex's ``exec_command``, Claude Code's ``Write``,
+opencode's and OpenClaw's ``write``, mini-swe-agent's ``bash``), the CLI runs it, the verifier scores it.
+The right call gives success and reward 1, a wrong one a policy failure with reward 0, and the
+proxy records every call in the harness's own dialect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openforgerl.rollout.harnesses.install import install
+from openforgerl.rollout.orchestrator import RolloutConfig
+from openforgerl.rollout.proxy_handle import ProxySettings
+from openforgerl.rollout.run import run_rollouts
+
+pytestmark = [pytest.mark.docker, pytest.mark.harness]
+
+TASK_TOML = '[task]\nname = "hello"\ndomain = "claw"\n\n[agent]\ntimeout_sec = 150\n'
+DONE = {"text": "Done: /app/hello.txt contains hi."}
+
+
+@dataclass(frozen=True)
+class Script:
+    """How one harness is driven: its tool call writing ``content`` and the dialect it speaks."""
+
+    harness: str
+    dialect: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def turns(self, content: str) -> list[dict[str, Any]]:
+        call = TOOL_CALLS[self.harness](content)
+        return [{"text": "", "tool_calls": [call]}, FINISH.get(self.harness, DONE)]
+
+
+def shell(content: str) -> str:
+    return f"printf %s {content} > /app/hello.txt"
+
+
+TOOL_CALLS = {
+    "codex": lambda c: {"name": "exec_command", "arguments": {"cmd": shell(c)}},
+    "claude-code": lambda c: {"name": "Write", "arguments": {"file_path": "/app/hello.txt", "content": c}},
+    "opencode": lambda c: {"name": "write", "arguments": {"filePath": "/app/hello.txt", "content": c}},
+    "openclaw": lambda c: {"name": "write", "arguments": {"path": "/app/hello.txt", "content": c}},
+    "mini-swe-agent": lambda c: {"name": "bash", "arguments": {"command": shell(c)}},
+}
+FINISH = {"mini-swe-agent": {"text": "Submitting.", "tool_calls": [
+    {"name": "bash", "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}}]}}
+
+SCRIPTS = [
+    Script("codex", "responses"),
+    Script("claude-code", "messages"),
+    Script("opencode", "chat"),
+    Script("openclaw", "chat"),
+    Script("mini-swe-agent", "chat"),
+]
+OPENCLAW_WIRES = [
+    Script("openclaw", "messages", {"api": "anthropic-messages"}),
+    Script("openclaw", "responses", {"api": "openai-responses"}),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def harness_clis() -> None:
+    """The five CLIs in the tools dir (a no-op once installed; downloads them on a fresh machine)."""
+    for name in TOOL_CALLS:
+        install(name, lambda action: None)
+
+
+def rollout(tmp_path: Path, task: Path, script: Script, content: str) -> tuple[Any, dict[str, Any], Path]:
+    engine = {"type": "scripted", "turns": script.turns(content)}
+    cfg = RolloutConfig(tasks=[str(task)], harness=script.harness, harness_options=script.options, concurrency=1,
+                        run_dir=str(tmp_path / "run"), proxy=ProxySettings(engine=engine))
+    run_dir, results = asyncio.run(run_rollouts(cfg))
+    assert len(results) == 1
+    result = results[0]
+    assert result.trajectory, result.reason
+    return result, json.loads((run_dir / result.trajectory).read_text()), run_dir / "logs" / result.rollout_id
+
+
+def ids(script: Script) -> str:
+    return script.harness + (f"-{script.options['api']}" if "api" in script.options else "")
+
+
+@pytest.mark.parametrize("script", SCRIPTS + OPENCLAW_WIRES, ids=ids)
+def test_right_tool_call_writes_the_file_and_scores_1(tmp_path: Path, make_task, script: Script):
+    result, trajectory, logs = rollout(tmp_path, make_task(toml=TASK_TOML), script, "hi")
+    agent_log = (logs / "agent.stdout").read_text() + (logs / "agent.stderr").read_text()
+    assert (result.status, result.reward) == ("success", 1.0), f"{result.reason}\n{agent_log[-3000:]}"
+    assert result.harness_exit_code == 0, agent_log[-3000:]
+    calls = trajectory["calls"]
+    assert len(calls) >= 2 and result.model_usage["calls"] == len(calls)
+    assert {call["dialect"] for call in calls} == {script.dialect}
+    assert all(call["status"] == "ok" for call in calls)
+    assert trajectory["reward"] == 1.0 and trajectory["status"] == "success"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=ids)
+def test_wrong_tool_call_is_a_policy_failure_with_reward_0(tmp_path: Path, make_task, script: Script):
+    result, trajectory, _ = rollout(tmp_path, make_task(toml=TASK_TOML), script, "bye")
+    assert (result.status, result.reward) == ("failure", 0.0), result.reason
+    assert trajectory["calls"] and {call["dialect"] for call in trajectory["calls"]} == {script.dialect}
