@@ -244,6 +244,38 @@ def test_a_batch_reports_every_bad_task_with_its_reason_and_builds_the_shared_en
     assert nop["passed"] is False and nop["nop_rewards"] == [1.0, 1.0] and "nop check" in nop["reason"]
 
 
+def test_a_verifier_whose_repeats_disagree_fails_as_flaky(tmp_path: Path):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    answers = iter(["1", "0"] * 10)
+
+    class Coin(BaseHTTPRequestHandler):  # an outside dependency that answers differently each time
+        def do_GET(self) -> None:
+            body = next(answers).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Coin)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    coin = f"curl -s http://127.0.0.1:{server.server_address[1]}/"
+    task = hello_task(tmp_path / "tasks", "coin-flip", unique_dockerfile(), **{
+        "tests/test.sh": HELLO_TEST.replace("then r=1", f"then r=$({coin})")})
+    try:
+        _, outcomes = build(tmp_path, [task], push=False)
+    finally:
+        server.shutdown()
+    outcome = outcomes["coin-flip"]
+    assert not outcome.passed and outcome.stage == "e2e"
+    assert "oracle check: flaky" in outcome.reason and "across 2 repeats" in outcome.reason
+    assert "[1, 0]" in outcome.reason or "[0, 1]" in outcome.reason
+
+
 def test_the_scripted_repair_model_fixes_a_broken_task_within_two_rounds(tmp_path: Path):
     task = hello_task(tmp_path / "tasks", "needs-repair", unique_dockerfile(),
                       **{"solution/solve.sh": "#!/bin/bash\necho bye > /app/hello.txt\n"})
