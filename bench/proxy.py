@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from openforgerl.testing.proxy import policy_template  # noqa: E402
 
 ADMIN = "bench-admin-token"
+LITELLM_KEY = "sk-bench-" + "0123456789abcdef" * 4
 ANSWER = "Sure. I looked at the repository and the tests pass; next I will write the file as asked."
 SYSTEM = "You are a careful coding agent working in a terminal. " * 40
 LEVELS = (1, 16, 64, 256)
@@ -104,7 +105,7 @@ class Stack:
     litellm_params: {{model: openai/smollm2, api_base: "{self.upstream}/v1", api_key: "x"}}
 litellm_settings: {{drop_params: true, telemetry: false}}
 """)
-            env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False", "LITELLM_LOG": "ERROR"}
+            env = {"LITELLM_MASTER_KEY": LITELLM_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False", "LITELLM_LOG": "ERROR"}
             self._start([litellm, "--config", str(config), "--host", "127.0.0.1", "--port", str(self.litellm_port),
                          "--num_workers", "1"], self.litellm + "/health/liveliness", env=env)
 
@@ -154,7 +155,8 @@ async def one_call(session, url: str, key: str, messages: list[dict]) -> tuple[f
 
 async def stream_worker(session, stack: Stack, path: str, url: str, stop_at: float, out: list) -> None:
     while time.perf_counter() < stop_at:
-        key = await new_rollout(session, url) if path.startswith("forge") else "x"
+        key = await new_rollout(session, url) if path.startswith("forge") else \
+            LITELLM_KEY if path == "litellm" else "x"
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Please look at the repo."}]
         for turn in range(TURNS_PER_ROLLOUT):
             if time.perf_counter() >= stop_at:
@@ -193,6 +195,30 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
+async def paired(stack: Stack, rounds: int) -> dict[str, list[float]]:
+    """Added latency at one stream, robust to a noisy machine: each round sends the same call
+    directly and through each proxy back to back; the difference is that round's added latency."""
+    import aiohttp
+
+    paths = [p for p in ("forge", "forge-shm", "litellm") if stack.urls.get(p)]
+    added: dict[str, list[float]] = {p: [] for p in paths}
+    async with aiohttp.ClientSession() as session:
+        keys = {p: LITELLM_KEY if p == "litellm" else "" for p in paths}
+        for i in range(rounds):
+            if i % TURNS_PER_ROLLOUT == 0:
+                messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Look at the repo."}]
+                for p in paths:
+                    if p.startswith("forge"):
+                        keys[p] = await new_rollout(session, stack.urls[p])
+            _, direct, _ = await one_call(session, stack.upstream, "x", messages)
+            for p in paths:
+                _, through, _ = await one_call(session, stack.urls[p], keys[p], messages)
+                added[p].append(through - direct)
+            messages = messages + [{"role": "assistant", "content": ANSWER},
+                                   {"role": "user", "content": f"Tool output {i}: ok. Continue."}]
+    return {p: sorted(v) for p, v in added.items()}
+
+
 async def storage(stack: Stack) -> dict:
     """A Codex-sized rollout (17k-char system, 9 tools, 10 calls with tool outputs): stored vs raw bytes."""
     import aiohttp
@@ -225,7 +251,7 @@ async def storage(stack: Stack) -> dict:
             "overhead_p50": statistics.median(overhead)}
 
 
-async def run(stack: Stack, seconds: float) -> tuple[dict, dict]:
+async def run(stack: Stack, seconds: float, rounds: int) -> tuple[dict, dict, dict]:
     paths = [p for p in ("direct", "forge", "forge-shm", "litellm") if stack.urls.get(p)]
     results: dict = {}
     for level in LEVELS:
@@ -234,10 +260,13 @@ async def run(stack: Stack, seconds: float) -> tuple[dict, dict]:
             r = results[(path, level)]
             print(f"{path:8s} c={level:<4d} n={r['n']:<6d} {r['rps']:8.1f} req/s  p50 {r['p50']*1000:7.2f} ms  "
                   f"p99 {r['p99']*1000:7.2f} ms", flush=True)
-    return results, await storage(stack)
+    pairs = await paired(stack, rounds)
+    for p, values in pairs.items():
+        print(f"paired {p}: added p50 {pct(values, 50)*1000:.2f} ms p99 {pct(values, 99)*1000:.2f} ms", flush=True)
+    return results, pairs, await storage(stack)
 
 
-def report(results: dict, store: dict, args, litellm_version: str | None) -> str:
+def report(results: dict, pairs: dict, store: dict, args, litellm_version: str | None) -> str:
     paths = [p for p in ("direct", "forge", "forge-shm", "litellm") if (p, LEVELS[0]) in results]
     lines = ["# Proxy benchmark", "",
              f"`bench/proxy.py` on this machine ({os.cpu_count()} cores, everything on it at once: clients, upstream, "
@@ -261,6 +290,12 @@ def report(results: dict, store: dict, args, litellm_version: str | None) -> str
         lines += ["", "forge / LiteLLM throughput: " + ", ".join(
             f"{level} streams {results[('forge', level)]['rps'] / results[('litellm', level)]['rps']:.2f}x"
             for level in LEVELS)]
+    lines += ["", f"## Added latency at one stream, paired ({args.rounds} rounds)", "",
+              "Each round sends the same call directly, then through each proxy, back to back; the difference "
+              "is the latency that proxy added to that call (robust to other load on the machine).", "",
+              "| path | added p50 ms | added p90 ms | added p99 ms |", "|---|---:|---:|---:|"]
+    for path, values in pairs.items():
+        lines.append(f"| {path} | {pct(values, 50)*1000:+.2f} | {pct(values, 90)*1000:+.2f} | {pct(values, 99)*1000:+.2f} |")
     lines += ["", "## Storage per rollout", "",
               f"A Codex-sized rollout ({store['calls']} calls; 17 kB system prompt, 9 tools, tool outputs, "
               f"non-streaming, {store['tokens']} tokens in its segment; calls {store['counts']}):", "",
@@ -277,6 +312,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--token-ms", type=float, default=1.0)
     parser.add_argument("--litellm", default=shutil.which("litellm"), help="the litellm CLI (litellm[proxy])")
+    parser.add_argument("--rounds", type=int, default=120, help="paired rounds at one stream")
     parser.add_argument("--levels", default="1,16,64,256", help="concurrent streams, comma-separated")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "proxy.md"))
     args = parser.parse_args()
@@ -291,10 +327,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="forge-bench-proxy-") as tmp:
         stack = Stack(Path(tmp), args.latency_ms, args.token_ms, args.litellm)
         try:
-            results, store = asyncio.run(run(stack, args.seconds))
+            results, pairs, store = asyncio.run(run(stack, args.seconds, args.rounds))
         finally:
             stack.stop()
-    text = report(results, store, args, version)
+    text = report(results, pairs, store, args, version)
     Path(args.out).write_text(text)
     print(text)
 

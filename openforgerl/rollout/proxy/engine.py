@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -108,9 +108,3 @@ def make_engine(config: ScriptedEngineConfig | VLLMEngineConfig, template: ChatT
     cls = getattr(importlib.import_module(module), name)
     return cls(config, template=template, tool_parser=tool_parser)
 
-
-@dataclass
-class EngineStats:
-    calls: int = 0
-    errors: int = 0
-    extra: dict[str, float] = field(default_factory=dict)
