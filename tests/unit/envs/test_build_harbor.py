@@ -114,3 +114,20 @@ def test_manifest_lines_are_appended(tmp_path: Path):
     append_manifest(manifest, {"task": "a", "image": "x@sha256:1"})
     append_manifest(manifest, {"task": "b", "image": "y@sha256:2"})
     assert [e["task"] for e in read_manifest(manifest)] == ["a", "b"]
+
+
+def test_the_cli_imports_then_exports_a_harbor_task_unchanged(tmp_path: Path):
+    import subprocess
+    import sys
+
+    source = harbor_task(tmp_path / "harbor")
+
+    def forge(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "openforgerl", "tasks", *args], capture_output=True, text=True,
+                              timeout=120)
+
+    imported = forge("import-harbor", str(source.parent), "--out", str(tmp_path / "tasks"))
+    assert imported.returncode == 0 and "1 of 1 task(s) imported and valid" in imported.stderr
+    exported = forge("export-harbor", str(tmp_path / "tasks"), "--out", str(tmp_path / "back"))
+    assert exported.returncode == 0, exported.stderr
+    assert tree(tmp_path / "back" / "hello-world") == tree(source)

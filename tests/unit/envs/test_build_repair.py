@@ -60,3 +60,15 @@ def test_an_unreachable_repair_model_is_an_error_with_a_fix():
         repairer.propose({"task_name": "t", "round": 1, "rounds": 1, "reason": "", "findings": [], "files": {},
                           "logs": {}, "history": []})
     assert "--repair-model" in str(info.value)
+
+
+def test_a_repaired_dockerfile_stops_being_template_output_so_it_is_not_rendered_over(make_task):
+    from openforgerl.envs.render import RENDERED_MARK, render_environment
+
+    task_dir = make_task("mail", '[environment]\ntemplate = "claw"\n', dockerfile=False)
+    render_environment(task_dir)
+    repaired = (task_dir / "environment" / "Dockerfile").read_text() + "RUN apt-get install -y sqlite3\n"
+    apply_edits(task_dir, RepairProposal(edits=[{"path": "environment/Dockerfile", "content": repaired}]))
+    assert render_environment(task_dir) is False
+    dockerfile = (task_dir / "environment" / "Dockerfile").read_text()
+    assert not dockerfile.startswith(RENDERED_MARK) and dockerfile.endswith("sqlite3\n")
