@@ -13,23 +13,27 @@ from openforgerl.rollout.harnesses._cli import merged_options, openai_base, quie
 
 
 class MiniSweAgentHarness(Harness):
-    """Options: step_limit (model calls before it stops; 0 = none), config (builtin yaml, default mini)."""
+    """Options: step_limit (model calls before it stops; 0 = none), command_timeout (seconds, default 60),
+    mode (toolcall: the ``bash`` tool; textbased: a ```mswea_bash_command block in the reply, for
+    policies without tool calling)."""
 
     name = "mini-swe-agent"
     tool = "mini-swe-agent"
 
     def invocation(self, ctx: AgentContext) -> Invocation:
         options = merged_options(self, ctx)
+        textbased = options.get("mode", "toolcall") == "textbased"
         overrides = {
             "model.model_kwargs.api_base": openai_base(ctx),
             "model.model_kwargs.drop_params": "true",
             "environment.cwd": ctx.workdir,
             "environment.timeout": str(int(options.get("command_timeout", 60))),
             "agent.step_limit": str(int(options.get("step_limit", 0))),
+            **({"model.model_class": "litellm_textbased"} if textbased else {}),
         }
         argv = [self.launcher("mini"), "-m", f"openai/{ctx.model}", "-t", ctx.instruction, "-y",
                 "--exit-immediately", "-o", f"{ctx.logs_dir}/mini.traj.json",
-                "-c", str(options.get("config", "mini.yaml"))]
+                "-c", "mini_textbased.yaml" if textbased else "mini.yaml"]
         for key, value in overrides.items():
             argv += ["-c", f"{key}={value}"]
         env = quiet_env(

@@ -13,6 +13,9 @@ from typing import Any
 from openforgerl.rollout.harness import AgentContext, Harness, Invocation
 from openforgerl.rollout.harnesses._cli import PROVIDER, merged_options, openai_base, quiet_env, to_json
 
+OWN_DEADLINE_SLACK_S = 30
+"""OpenClaw's own deadline trails the agent timeout, so a slow run ends as ``agent_timeout`` (killed by
+the framework) rather than as OpenClaw's exit 2, which would read as a policy failure."""
 WIRES = {"openai-completions", "openai-responses", "anthropic-messages"}
 
 
@@ -27,7 +30,7 @@ class OpenclawHarness(Harness):
         config_path = f"{ctx.home}/.openclaw/openclaw.json"
         argv = [self.launcher("openclaw"), "agent", "exec", "--config", config_path, "--cwd", ctx.workdir,
                 "--model", f"{PROVIDER}/{ctx.model}", "--json",
-                "--timeout", str(int(ctx.timeout_sec))]
+                "--timeout", str(int(ctx.timeout_sec) + OWN_DEADLINE_SLACK_S)]
         if options.get("lean"):
             argv.append("--local-model-lean")
         argv.append(ctx.instruction)

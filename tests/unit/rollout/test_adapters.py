@@ -117,6 +117,7 @@ def test_openclaw_pins_a_config_whose_wire_decides_the_base_url():
     assert provider["apiKey"] == TOKEN and provider["models"][0]["id"] == "smollm2"
     assert inv.argv[1:3] == ["agent", "exec"] and inv.argv[inv.argv.index("--model") + 1] == "forge/smollm2"
     assert inv.argv[inv.argv.index("--cwd") + 1] == "/app" and inv.env["OPENCLAW_NO_AUTO_UPDATE"] == "1"
+    assert int(inv.argv[inv.argv.index("--timeout") + 1]) > context().timeout_sec  # our timeout fires first
     messages = invocation("openclaw", api="anthropic-messages")
     provider = json.loads(messages.files[path])["models"]["providers"]["forge"]
     assert provider["api"] == "anthropic-messages" and provider["baseUrl"] == BASE
@@ -138,6 +139,12 @@ def test_mini_swe_agent_is_configured_by_overrides_only():
     assert "agent.step_limit=7" in overrides and "environment.cwd=/app" in overrides
     assert inv.env["OPENAI_API_KEY"] == TOKEN and inv.env["MSWEA_CONFIGURED"] == "true"
     assert inv.env["MSWEA_COST_TRACKING"] == "ignore_errors" and inv.env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+
+
+def test_mini_swe_agent_textbased_mode_reads_a_bash_block_from_the_reply():
+    argv = invocation("mini-swe-agent", mode="textbased").argv
+    overrides = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-c"]
+    assert overrides[0] == "mini_textbased.yaml" and "model.model_class=litellm_textbased" in overrides
 
 
 def test_run_options_override_constructor_options():
