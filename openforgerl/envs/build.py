@@ -120,9 +120,15 @@ class EnvBuilder:
         self.registry = config.registry or registry_address()
         self.repairer = Repairer(config.repair) if config.repair else None
         self._image_locks: dict[str, asyncio.Lock] = {}
+        self._labels: dict[Path, str] = {}
 
     async def run(self, task_dirs: list[Path]) -> list[TaskOutcome]:
         gate = asyncio.Semaphore(self.config.concurrency)
+        for task_dir in task_dirs:  # runs/<label>: the directory name, numbered when two share one
+            label, n = task_dir.name, 1
+            while label in self._labels.values():
+                n, label = n + 1, f"{task_dir.name}-{n + 1}"
+            self._labels[task_dir] = label
 
         async def one(task_dir: Path) -> TaskOutcome:
             async with gate:
@@ -197,7 +203,8 @@ class EnvBuilder:
             return
         record.stage = "e2e"
         self.progress(task.name, f"nop/oracle x{self.config.repeats} (round {number})")
-        checks = await end_to_end(task_dir, self.out_dir / "runs" / task.name / f"round-{number}",
+        label = self._labels.get(task_dir, task_dir.name)
+        checks = await end_to_end(task_dir, self.out_dir / "runs" / label / f"round-{number}",
                                   repeats=self.config.repeats, nop_max=self.config.nop_max,
                                   oracle_min=self.config.oracle_min)
         record.nop_rewards, record.oracle_rewards = checks.nop.rewards, checks.oracle.rewards
