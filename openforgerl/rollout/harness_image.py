@@ -29,8 +29,8 @@ _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
-def layer_tag(task_image_id: str, tool: str, package: str) -> str:
-    key = hashlib.sha256(f"{task_image_id}\0{tool}\0{package}".encode()).hexdigest()[:16]
+def layer_tag(task_image_id: str, tool: str, fingerprint: str) -> str:
+    key = hashlib.sha256(f"{task_image_id}\0{tool}\0{fingerprint}".encode()).hexdigest()[:16]
     return f"{LAYER_REPO}:{tool}-{key}"
 
 
@@ -46,7 +46,7 @@ def harness_image(client: Any, task_image: str, tool: str | None, root: Path | N
         base = client.images.get(task_image)
     except docker.errors.ImageNotFound as exc:
         raise SandboxError(f"image {task_image} not found", fix="build it (forge build-env)") from exc
-    tag = layer_tag(base.id, tool, record.package)
+    tag = layer_tag(base.id, tool, record.fingerprint)
     with _lock(tag):
         try:
             client.images.get(tag)

@@ -9,6 +9,7 @@ the launcher's ``--version`` is checked there too; an install that fails this le
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -75,6 +76,22 @@ class InstalledHarness:
     version: str
     launcher: str
     seconds: float
+    fingerprint: str = ""
+    """What was installed: the pinned package plus the bytes of our own agent files (see fingerprint())."""
+
+
+def fingerprint(spec: HarnessPackage) -> str:
+    """Changes when the pin or any of our own agent modules changes, so an edited agent is reinstalled
+    (and gets a new image layer) instead of silently running the old copy."""
+    digest = hashlib.sha256(spec.package.encode())
+    for item in spec.extra_files:
+        digest.update(_extra_source(item).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _extra_source(item: str) -> Path:
+    module = item.partition(":")[0]
+    return Path(importlib.util.find_spec(module).origin)  # type: ignore[union-attr]
 
 
 def get_package(name: str) -> HarnessPackage:
@@ -97,7 +114,7 @@ def installed(root: Path | None = None) -> dict[str, InstalledHarness]:
             record = InstalledHarness(**json.loads(manifest.read_text()))
         except (OSError, ValueError, TypeError):
             continue
-        if record.package == spec.package and Path(record.launcher).exists():
+        if record.fingerprint == fingerprint(spec) and Path(record.launcher).exists():
             found[name] = record
     return found
 
@@ -119,7 +136,8 @@ def install(name: str, report: Reporter, root: Path | None = None) -> InstalledH
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
-    record = InstalledHarness(name, spec.package, version, str(launcher), round(time.monotonic() - started, 1))
+    record = InstalledHarness(name, spec.package, version, str(launcher), round(time.monotonic() - started, 1),
+                              fingerprint(spec))
     (target / MANIFEST).write_text(json.dumps(asdict(record), indent=2))
     report(Action(f"installed {spec.package} into {target} (launcher {launcher})", f"rm -rf {target} {launcher}"))
     return record
@@ -152,9 +170,7 @@ def _download(spec: HarnessPackage, target: Path) -> None:
         _run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
               "--target", str(target / "lib"), spec.package], f"pip install {spec.package}")
         for item in spec.extra_files:
-            module, _, filename = item.partition(":")
-            source = Path(importlib.util.find_spec(module).origin)  # type: ignore[union-attr]
-            shutil.copy2(source, target / "lib" / filename)
+            shutil.copy2(_extra_source(item), target / "lib" / item.partition(":")[2])
         return
     # Scripts are skipped here and run offline afterwards, so nothing is fetched behind npm's back.
     _run(["npm", "install", "--prefix", str(target), "--no-audit", "--no-fund", "--ignore-scripts",

@@ -126,12 +126,14 @@ class DockerRuntime(Runtime):
 
     def _sweep(self) -> int:
         host, removed = socket.gethostname(), 0
-        for container in self.client.containers.list(all=True, filters={"label": LABEL_RUN}):
-            labels = container.labels
+        # sparse: no per-container inspect, which races with containers other runs remove meanwhile
+        for container in self.client.containers.list(all=True, sparse=True, filters={"label": LABEL_RUN}):
+            labels = container.attrs.get("Labels") or {}
             if labels.get(LABEL_OWNER_HOST) != host or _pid_alive(int(labels.get(LABEL_OWNER_PID, "0") or 0)):
                 continue
-            container.remove(force=True)
-            removed += 1
+            with _quiet():  # already gone is fine
+                container.remove(force=True)
+                removed += 1
         return removed
 
 
