@@ -34,6 +34,8 @@ SHELL_WORDS = set("""if then else elif fi for while until do done case esac in f
 # Two components at least (/app/out.txt): a lone /name is far more often a URL path or a closing tag.
 ABS_PATH = re.compile(r"(?<![\w.$}<:/])(/(?:[\w.+-]+/)+[\w.+-]+)")
 MIN_LEAK_BYTES = 16
+INSTALL = re.compile(r"\bapt(?:-get)?\s+(?:-\S+\s+)*install\b|\bpip3?\s+install\b|\|\s*(?:ba)?sh\b|"
+                     r"\bnpm\s+(?:i|install)\b|\buv\s+(?:pip|tool)\s+install\b")
 
 
 @dataclass
@@ -141,10 +143,17 @@ def check_hardcoded(task: Task) -> list[Finding]:
 # ---- test dependencies are in the image ---------------------------------------------------------
 
 def invoked_commands(test_sh: str) -> list[str]:
-    """The external commands a shell script runs (first word of each simple command), in order."""
+    """The external commands a shell script runs (first word of each simple command).
+
+    A verifier that installs its own tools when it runs (Harbor's uv bootstrap: ``curl ... | sh``,
+    ``apt-get install``, ``pip install``) is read up to that line only: what follows may be
+    provided by the install.
+    """
     defined = set(re.findall(r"^\s*(?:function\s+)?([\w-]+)\s*\(\)", test_sh, re.M))
+    before_install = INSTALL.split(test_sh, maxsplit=1)[0]
+    before_install = before_install.rsplit("\n", 1)[0] if before_install != test_sh else test_sh
     commands: list[str] = []
-    for segment in _command_segments(_without_heredocs(test_sh)):
+    for segment in _command_segments(_without_heredocs(before_install)):
         word = _first_word(segment)
         if word and word not in SHELL_WORDS and word not in defined and word not in commands:
             commands.append(word)

@@ -77,3 +77,10 @@ def test_url_paths_closing_tags_and_environment_records_are_not_checked_files():
               "grep -q '<h1>Hi</h1>' /app/page/out.html\ncurl -s http://127.0.0.1:8000/api/items\n"
               "cat /run/forge-webapp/url\n")
     assert checked_paths(script) == ["/app/page/out.html"]
+
+
+def test_a_verifier_that_installs_its_own_tools_is_checked_up_to_the_install():
+    harbor = ("#!/bin/bash\nmkdir -p /logs/verifier\napt-get update\napt-get install -y curl\n"
+              "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh\nsource $HOME/.local/bin/env\n"
+              "uvx -p 3.13 -w pytest==8.4.1 pytest /tests/test_outputs.py\n")
+    assert invoked_commands(harbor) == ["mkdir", "apt-get"]
