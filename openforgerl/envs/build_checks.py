@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openforgerl.errors import EnvBuildError
 from openforgerl.tasks import INSTRUCTION, SOLUTION_SCRIPT, TEST_SCRIPT, Task
 
 # Paths a verifier may touch that are not the agent's business (its own files, the system).
@@ -215,8 +216,14 @@ def check_dependencies(client: Any, image: str, task: Task) -> list[Finding]:
     commands, modules = invoked_commands(test_sh), python_modules(test_sh)
     if not commands and not modules:
         return []
-    output = client.containers.run(image, dependency_probe(commands, modules), entrypoint=[], network_mode="none",
-                                   remove=True, stdout=True, stderr=False)
+    import docker.errors
+
+    try:
+        output = client.containers.run(image, dependency_probe(commands, modules), entrypoint=[],
+                                       network_mode="none", remove=True, stdout=True, stderr=False)
+    except docker.errors.DockerException as exc:
+        raise EnvBuildError(f"probing {image} for the verifier's commands failed: {exc}",
+                            fix="check that the image starts a shell (docker run IMAGE sh -c true)") from exc
     missing = output.decode(errors="replace").split()
     if not missing:
         return []
