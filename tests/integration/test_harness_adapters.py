@@ -2,7 +2,8 @@
 
 Real Docker engine, real in-run proxy (scripted engine), real harness layer: the engine answers
 with a call of the harness's *own* tool set (Codex's ``exec_command``, Claude Code's ``Write``,
-opencode's and OpenClaw's ``write``, mini-swe-agent's ``bash``), the CLI runs it, the verifier scores it.
+opencode's and OpenClaw's ``write``, mini-swe-agent's ``bash`` tool or bash block), the CLI runs
+it, the verifier scores it.
 The right call gives success and reward 1, a wrong one a policy failure with reward 0, and the
 proxy records every call in the harness's own dialect.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,52 +28,54 @@ pytestmark = [pytest.mark.docker, pytest.mark.harness]
 
 TASK_TOML = '[task]\nname = "hello"\ndomain = "claw"\n\n[agent]\ntimeout_sec = 150\n'
 DONE = {"text": "Done: /app/hello.txt contains hi."}
+HELLO = "/app/hello.txt"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def tool(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"text": "", "tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def shell(content: str) -> str:
+    return f"printf %s {content} > {HELLO}"
+
+
+def bash_block(command: str) -> dict[str, Any]:
+    return {"text": f"Running it.\n\n```mswea_bash_command\n{command}\n```"}
 
 
 @dataclass(frozen=True)
 class Script:
-    """How one harness is driven: its tool call writing ``content`` and the dialect it speaks."""
+    """How one harness is driven: the turn that writes ``content`` with its own tools, then the turn that ends."""
 
     harness: str
     dialect: str
-    options: dict[str, Any] = field(default_factory=dict)
+    action: Callable[[str], dict[str, Any]]
+    finish: dict[str, Any] = field(default_factory=lambda: DONE)
+    options: dict[str, str] = field(default_factory=dict)
 
     def turns(self, content: str) -> list[dict[str, Any]]:
-        call = TOOL_CALLS[self.harness](content)
-        return [{"text": "", "tool_calls": [call]}, FINISH.get(self.harness, DONE)]
+        return [self.action(content), self.finish]
 
-
-def shell(content: str) -> str:
-    return f"printf %s {content} > /app/hello.txt"
-
-
-TOOL_CALLS = {
-    "codex": lambda c: {"name": "exec_command", "arguments": {"cmd": shell(c)}},
-    "claude-code": lambda c: {"name": "Write", "arguments": {"file_path": "/app/hello.txt", "content": c}},
-    "opencode": lambda c: {"name": "write", "arguments": {"filePath": "/app/hello.txt", "content": c}},
-    "openclaw": lambda c: {"name": "write", "arguments": {"path": "/app/hello.txt", "content": c}},
-    "mini-swe-agent": lambda c: {"name": "bash", "arguments": {"command": shell(c)}},
-}
-FINISH = {"mini-swe-agent": {"text": "Submitting.", "tool_calls": [
-    {"name": "bash", "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}}]}}
 
 SCRIPTS = [
-    Script("codex", "responses"),
-    Script("claude-code", "messages"),
-    Script("opencode", "chat"),
-    Script("openclaw", "chat"),
-    Script("mini-swe-agent", "chat"),
+    Script("codex", "responses", lambda c: tool("exec_command", cmd=shell(c))),
+    Script("claude-code", "messages", lambda c: tool("Write", file_path=HELLO, content=c)),
+    Script("opencode", "chat", lambda c: tool("write", filePath=HELLO, content=c)),
+    Script("openclaw", "chat", lambda c: tool("write", path=HELLO, content=c)),
+    Script("mini-swe-agent", "chat", lambda c: tool("bash", command=shell(c)), tool("bash", command=SUBMIT)),
 ]
-OPENCLAW_WIRES = [
-    Script("openclaw", "messages", {"api": "anthropic-messages"}),
-    Script("openclaw", "responses", {"api": "openai-responses"}),
+VARIANTS = [
+    Script("openclaw", "messages", SCRIPTS[3].action, options={"api": "anthropic-messages"}),
+    Script("openclaw", "responses", SCRIPTS[3].action, options={"api": "openai-responses"}),
+    Script("mini-swe-agent", "chat", lambda c: bash_block(shell(c)), bash_block(SUBMIT), {"mode": "textbased"}),
 ]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def harness_clis() -> None:
     """The five CLIs in the tools dir (a no-op once installed; downloads them on a fresh machine)."""
-    for name in TOOL_CALLS:
+    for name in {script.harness for script in SCRIPTS}:
         install(name, lambda action: None)
 
 
@@ -87,10 +91,10 @@ def rollout(tmp_path: Path, task: Path, script: Script, content: str) -> tuple[A
 
 
 def ids(script: Script) -> str:
-    return script.harness + (f"-{script.options['api']}" if "api" in script.options else "")
+    return "-".join([script.harness, *script.options.values()])
 
 
-@pytest.mark.parametrize("script", SCRIPTS + OPENCLAW_WIRES, ids=ids)
+@pytest.mark.parametrize("script", SCRIPTS + VARIANTS, ids=ids)
 def test_right_tool_call_writes_the_file_and_scores_1(tmp_path: Path, make_task, script: Script):
     result, trajectory, logs = rollout(tmp_path, make_task(toml=TASK_TOML), script, "hi")
     agent_log = (logs / "agent.stdout").read_text() + (logs / "agent.stderr").read_text()
