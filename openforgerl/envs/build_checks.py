@@ -1,11 +1,13 @@
 """Static quality checks of a task, run before anything is built, plus the one check that needs its image.
 
-* ``instruction``: every file the verifier reads (absolute paths in tests/test.sh outside the
-  system and harness directories) is named in instruction.md, so the agent can know what is checked.
+* ``instruction``: every file the verifier reads (a compiled spec's state paths, absolute paths in
+  test.sh and the test files outside the system and harness directories) is named in instruction.md,
+  so the agent can know what is checked.
 * ``visibility``: neither tests/ nor solution/ reach the image: no COPY/ADD names them and no file in
   environment/ is a byte copy of one of theirs.
 * ``hardcoded``: solve.sh does not write the reward, read /tests/ or paste a tests/ data file in.
-* ``dependencies`` (image): every command test.sh invokes exists in the built image.
+* ``dependencies`` (image): every command test.sh (or a compiled spec) invokes, and every python
+  module it runs, exists in the built image.
 
 Invariant: a check never fails a task on a guess it cannot explain: each ``Finding`` names the file,
 the evidence (the path, line or command) and the fix.
@@ -35,6 +37,8 @@ SHELL_WORDS = set("""if then else elif fi for while until do done case esac in f
 # Two components at least (/app/out.txt): a lone /name is far more often a URL path or a closing tag.
 ABS_PATH = re.compile(r"(?<![\w.$}<:/])(/(?:[\w.+-]+/)+[\w.+-]+)")
 MIN_LEAK_BYTES = 16
+RUNNER_FILE = re.compile(r"forge_\w+\.py")  # the compiled verifier's runner modules (openforgerl.verifiers)
+SPEC_FILE = "forge_verify.json"
 INSTALL = re.compile(r"\bapt(?:-get)?\s+(?:-\S+\s+)*install\b|\bpip3?\s+install\b|\|\s*(?:ba)?sh\b|"
                      r"\bnpm\s+(?:i|install)\b|\buv\s+(?:pip|tool)\s+install\b")
 
@@ -75,13 +79,38 @@ def checked_paths(test_sh: str) -> list[str]:
     return [p for p in found if not any(other.startswith(p + "/") for other in found)]
 
 
+def verifier_text(task: Task) -> str:
+    """test.sh and the verifier's own test files (pytest, scripts); not forge's compiled spec or runner."""
+    parts = [_read(task.path / TEST_SCRIPT)]
+    for path in sorted(task.tests_dir.rglob("*")) if task.tests_dir.is_dir() else []:
+        if _is_test_source(path):
+            parts.append(_read(path))
+    return "\n".join(parts)
+
+
+def _is_test_source(path: Path) -> bool:
+    generated = path.name == SPEC_FILE or RUNNER_FILE.fullmatch(path.name)
+    return (path.is_file() and path.name != "test.sh" and not generated and path.stat().st_size < 1 << 20
+            and path.suffix in (".json", ".py", ".sh", ".yaml", ".yml", ".toml"))
+
+
+def verifier_paths(task: Task) -> list[str]:
+    """Task paths the verifier judges: from a compiled spec's footprint, and from test.sh / test files."""
+    from openforgerl.verifiers import state_paths
+
+    spec = _spec(task)
+    from_spec = [p for p in state_paths(spec) if p not in SYSTEM_PATHS and not p.startswith(SYSTEM_PREFIXES)] \
+        if spec is not None else []
+    return list(dict.fromkeys([*from_spec, *checked_paths(verifier_text(task))]))
+
+
 def check_instruction(task: Task) -> list[Finding]:
     instruction = task.instruction
-    missing = [p for p in checked_paths(_read(task.path / TEST_SCRIPT))
+    missing = [p for p in verifier_paths(task)
                if p not in instruction and not _mentions_tail(instruction, p)]
     if not missing:
         return []
-    return [Finding("instruction", f"{TEST_SCRIPT} checks {', '.join(missing)} but {INSTRUCTION} never names "
+    return [Finding("instruction", f"the verifier (tests/) checks {', '.join(missing)} but {INSTRUCTION} never names "
                     f"{'it' if len(missing) == 1 else 'them'}",
                     f"say in {INSTRUCTION} what must be at {', '.join(missing)} (or stop checking it)")]
 
@@ -210,10 +239,39 @@ def dependency_probe(commands: list[str], modules: list[str]) -> list[str]:
     return ["sh", "-c", "; ".join(checks) or "true"]
 
 
+def spec_requirements(task: Task) -> tuple[list[str], list[str]]:
+    """Commands and python modules a compiled verifier (tests/forge_verify.json) needs in the image."""
+    from openforgerl.verifiers import CommandCheck, image_needs
+    from openforgerl.verifiers.footprint import leaves
+
+    spec = _spec(task)
+    if spec is None:
+        return [], []
+    needs = [n for n in image_needs(spec) if not n.startswith("/")]  # a URL file appears at container start
+    commands = [n for n in needs if ":" not in n]
+    for leaf in leaves(spec):
+        if isinstance(leaf, CommandCheck):
+            commands += invoked_commands(leaf.command)
+    return list(dict.fromkeys(commands)), [n.split(":", 1)[1] for n in needs if ":" in n]
+
+
+def _spec(task: Task) -> Any:
+    """The compiled verifier spec, or None (hand-written test.sh, or a spec the verifier will reject itself)."""
+    from openforgerl.errors import UserError
+    from openforgerl.verifiers import load_verifier
+
+    try:
+        return load_verifier(task.tests_dir)
+    except UserError:
+        return None
+
+
 def check_dependencies(client: Any, image: str, task: Task) -> list[Finding]:
     """Run the probe in a throwaway container of ``image`` (no network) and report what is missing."""
     test_sh = _read(task.path / TEST_SCRIPT)
-    commands, modules = invoked_commands(test_sh), python_modules(test_sh)
+    spec_commands, spec_modules = spec_requirements(task)
+    commands = sorted(set(invoked_commands(test_sh)) | set(spec_commands))
+    modules = sorted(set(python_modules(test_sh)) | set(spec_modules))
     if not commands and not modules:
         return []
     import docker.errors
@@ -228,6 +286,6 @@ def check_dependencies(client: Any, image: str, task: Task) -> list[Finding]:
     if not missing:
         return []
     names = ", ".join(m.split(":", 1)[1] + (" (python module)" if m.startswith("mod:") else "") for m in missing)
-    return [Finding("dependencies", f"{TEST_SCRIPT} runs {names}, missing in the image",
+    return [Finding("dependencies", f"the verifier runs {names}, missing in the image",
                     "install it in environment/Dockerfile (e.g. apt-get install -y --no-install-recommends "
                     "<package>, or template_params packages = [...])")]

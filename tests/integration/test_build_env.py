@@ -244,6 +244,18 @@ def test_a_batch_reports_every_bad_task_with_its_reason_and_builds_the_shared_en
     assert nop["passed"] is False and nop["nop_rewards"] == [1.0, 1.0] and "nop check" in nop["reason"]
 
 
+def test_a_task_with_a_compiled_verifier_spec_is_validated(tmp_path: Path):
+    from openforgerl.verifiers import compile_verifier
+
+    task = hello_task(tmp_path / "tasks", "spec-hello", unique_dockerfile())
+    compile_verifier({"type": "file_regex", "path": "/app/hello.txt", "pattern": "^hi$", "fullmatch": True},
+                     task / "tests", overwrite=True)
+    _, outcomes = build(tmp_path, [task], push=False)
+    outcome = outcomes["spec-hello"]
+    assert outcome.passed, outcome.reason
+    assert outcome.rounds[0].nop_rewards == [0.0, 0.0] and outcome.rounds[0].oracle_rewards == [1.0, 1.0]
+
+
 def test_a_verifier_whose_repeats_disagree_fails_as_flaky(tmp_path: Path):
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

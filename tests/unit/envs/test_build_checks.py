@@ -84,3 +84,22 @@ def test_a_verifier_that_installs_its_own_tools_is_checked_up_to_the_install():
               "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh\nsource $HOME/.local/bin/env\n"
               "uvx -p 3.13 -w pytest==8.4.1 pytest /tests/test_outputs.py\n")
     assert invoked_commands(harbor) == ["mkdir", "apt-get"]
+
+
+SPEC = {"type": "all", "checks": [
+    {"type": "json_path", "name": "receipt", "path": "/app/receipt.json", "json_path": "$.qty", "equals": 3},
+    {"type": "command", "name": "db", "command": "sqlite3 /app/shop.db 'select 1'"},
+    {"type": "test_suite", "args": ["/tests/test_shop.py"]}]}
+
+
+def test_a_compiled_verifiers_paths_and_needs_come_from_its_spec(make_task):
+    from openforgerl.envs.build_checks import spec_requirements
+    from openforgerl.verifiers import compile_verifier
+
+    task_dir = make_task(instruction="Record the order in /app/receipt.json.\n")
+    compile_verifier(SPEC, task_dir / "tests", overwrite=True)
+    (task_dir / "tests" / "test_shop.py").write_text("def test_db():\n    assert open('/app/shop.db')\n")
+    [finding] = static_checks(Task.load(task_dir))
+    assert finding.check == "instruction" and "/app/shop.db" in finding.what and "receipt" not in finding.what
+    commands, modules = spec_requirements(Task.load(task_dir))
+    assert {"python3", "bash", "sqlite3"} <= set(commands) and modules == ["pytest"]
