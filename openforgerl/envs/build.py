@@ -58,6 +58,8 @@ class BuildEnvConfig(BaseModel):
     oracle_min: float = 1.0
     concurrency: int = Field(2, ge=1)
     """Tasks validated at once."""
+    agent_user: str | None = None
+    """Run solve.sh (and nop) as this user, e.g. 1000:1000 like the agents will; root when unset."""
     manifest: str | None = None
     """Where published tasks are appended; default manifest.jsonl beside the first TASKS path's tasks."""
     out_dir: str | None = None
@@ -206,7 +208,7 @@ class EnvBuilder:
         label = self._labels.get(task_dir, task_dir.name)
         checks = await end_to_end(task_dir, self.out_dir / "runs" / label / f"round-{number}",
                                   repeats=self.config.repeats, nop_max=self.config.nop_max,
-                                  oracle_min=self.config.oracle_min)
+                                  oracle_min=self.config.oracle_min, agent_user=self.config.agent_user)
         record.nop_rewards, record.oracle_rewards = checks.nop.rewards, checks.oracle.rewards
         attempt.logs = {**{f"nop {k}": v for k, v in checks.nop.logs.items()},
                         **{f"oracle {k}": v for k, v in checks.oracle.logs.items()}}

@@ -73,16 +73,18 @@ def _fmt(rewards: list[float | None]) -> str:
     return "[" + ", ".join("none" if r is None else f"{r:g}" for r in rewards) + "]"
 
 
-async def end_to_end(task_dir: Path, run_dir: Path, *, repeats: int, nop_max: float, oracle_min: float) -> EndToEnd:
-    nop, oracle = await asyncio.gather(_check(task_dir, run_dir, "nop", repeats, nop_max),
-                                       _check(task_dir, run_dir, "oracle", repeats, oracle_min))
+async def end_to_end(task_dir: Path, run_dir: Path, *, repeats: int, nop_max: float, oracle_min: float,
+                     agent_user: str | None = None) -> EndToEnd:
+    nop, oracle = await asyncio.gather(_check(task_dir, run_dir, "nop", repeats, nop_max, agent_user),
+                                       _check(task_dir, run_dir, "oracle", repeats, oracle_min, agent_user))
     return EndToEnd(nop, oracle)
 
 
-async def _check(task_dir: Path, run_dir: Path, harness: str, repeats: int, limit: float) -> HarnessCheck:
+async def _check(task_dir: Path, run_dir: Path, harness: str, repeats: int, limit: float,
+                 agent_user: str | None) -> HarnessCheck:
     # pass_threshold only labels success/failure; judge() reads the rewards themselves.
     config = RolloutConfig(tasks=[str(task_dir)], harness=harness, attempts=repeats, concurrency=repeats,
-                           run_dir=str(run_dir / harness), pass_threshold=limit)
+                           run_dir=str(run_dir / harness), pass_threshold=limit, agent_user=agent_user)
     out, results = await run_rollouts(config)
     results = _final_tries(results)
     ok, reason = judge(harness, results, limit)
