@@ -256,6 +256,19 @@ def test_a_task_with_a_compiled_verifier_spec_is_validated(tmp_path: Path):
     assert outcome.rounds[0].nop_rewards == [0.0, 0.0] and outcome.rounds[0].oracle_rewards == [1.0, 1.0]
 
 
+def test_validating_as_the_agent_user_catches_an_environment_only_root_can_work_in(tmp_path: Path):
+    # the harness hands /app to the agent user; /srv/out stays root's
+    root_only = unique_dockerfile() + "RUN mkdir -p /srv/out && chmod 0755 /srv/out\n"
+    task = hello_task(tmp_path / "tasks", "root-only", root_only, **{
+        "instruction.md": "Create /srv/out/hello.txt containing hi.\n",
+        "tests/test.sh": HELLO_TEST.replace("/app/hello.txt", "/srv/out/hello.txt"),
+        "solution/solve.sh": "#!/bin/bash\necho hi > /srv/out/hello.txt\n"})
+    _, as_root = build(tmp_path / "root", [task], push=False)
+    assert as_root["root-only"].passed, as_root["root-only"].reason
+    _, as_agent = build(tmp_path / "agent", [task], push=False, agent_user="1000:1000")
+    assert not as_agent["root-only"].passed and "oracle check" in as_agent["root-only"].reason
+
+
 def test_a_verifier_whose_repeats_disagree_fails_as_flaky(tmp_path: Path):
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
