@@ -19,12 +19,15 @@ from openforgerl.cli import cli
 @click.option("--repair-model-name", metavar="NAME", help="Model to ask (default: the first the endpoint lists).")
 @click.option("--rounds", type=int, help="Repair rounds after the first try (default 2).")
 @click.option("--repeats", type=int, help="Runs of nop and of oracle each (default 2).")
+@click.option("--warn-only", multiple=True,
+              type=click.Choice(["instruction", "visibility", "hardcoded", "dependencies"]),
+              help="Record this check's findings as warnings instead of failing (repeatable).")
 @click.option("--agent-user", metavar="UID:GID", help="Run solve.sh as this user, as agents will (default root).")
 @click.option("--manifest", type=click.Path(dir_okay=False), help="manifest.jsonl to append published tasks to.")
 @click.option("--out-dir", type=click.Path(file_okay=False), help="Report directory (default runs/<time>-build-env).")
 @click.option("-o", "--set", "overrides", multiple=True, help="Config override key.path=value (repeatable).")
-def build_env(tasks, config_file, registry, no_push, repair_model, repair_model_name, rounds, repeats, agent_user,
-              manifest, out_dir, overrides) -> None:
+def build_env(tasks, config_file, registry, no_push, repair_model, repair_model_name, rounds, repeats, warn_only,
+              agent_user, manifest, out_dir, overrides) -> None:
     """Build and validate the environments of TASKS (task dirs or dirs of task dirs)."""
     from openforgerl.config import resolve
     from openforgerl.envs.build import BuildEnvConfig
@@ -34,6 +37,7 @@ def build_env(tasks, config_file, registry, no_push, repair_model, repair_model_
              "repair.base_url": repair_model, "repair.model": repair_model_name}
     sets = [f"{k}={v}" for k, v in flags.items() if v is not None] + (["push=false"] if no_push else [])
     sets += [f'agent_user="{agent_user}"'] if agent_user else []
+    sets += [f"warn_only=[{','.join(warn_only)}]"] if warn_only else []
     config = resolve(BuildEnvConfig, config_file, [*sets, *overrides], defaults={"tasks": list(tasks)} if tasks else {})
     if not config.tasks:
         raise click.UsageError("give task directories (TASKS) or tasks: in --config")

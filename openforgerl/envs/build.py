@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -58,6 +58,9 @@ class BuildEnvConfig(BaseModel):
     oracle_min: float = 1.0
     concurrency: int = Field(2, ge=1)
     """Tasks validated at once."""
+    warn_only: list[Literal["instruction", "visibility", "hardcoded", "dependencies"]] = Field(default_factory=list)
+    """Checks whose findings are recorded as warnings instead of failing the task (e.g. instruction,
+    for imported tasks whose instruction points at docs rather than naming every checked file)."""
     agent_user: str | None = None
     """Run solve.sh (and nop) as this user, e.g. 1000:1000 like the agents will; root when unset."""
     manifest: str | None = None
@@ -76,6 +79,8 @@ class RoundRecord:
     passed: bool
     reason: str = ""
     findings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Findings of the checks in ``warn_only``: recorded, not failing."""
     image: str | None = None
     built: bool = False
     """Whether this round ran a docker build (false: an identical environment was already built)."""
@@ -215,13 +220,14 @@ class EnvBuilder:
         record.passed, record.reason = checks.ok, checks.reason
         record.stage = "passed" if checks.ok else record.stage
 
-    @staticmethod
-    def _fail_on(record: RoundRecord, findings: list[Finding]) -> bool:
-        """True to go on; False (and the reason recorded) when there are findings."""
-        if findings:
-            record.findings = [str(f) for f in findings]
-            record.reason = f"{record.stage} check failed: " + "; ".join(record.findings)
-        return not findings
+    def _fail_on(self, record: RoundRecord, findings: list[Finding]) -> bool:
+        """True to go on; False (and the reason recorded) when a finding is not a warning."""
+        record.warnings += [str(f) for f in findings if f.check in self.config.warn_only]
+        failing = [str(f) for f in findings if f.check not in self.config.warn_only]
+        if failing:
+            record.findings = failing
+            record.reason = f"{record.stage} check failed: " + "; ".join(failing)
+        return not failing
 
     async def _image(self, task: Task) -> tuple[str, bool]:
         """The task's image tag and whether it had to be built; one build per content hash at a time."""
@@ -282,7 +288,8 @@ class EnvBuilder:
         values = {"passed": outcome.passed, "reason": outcome.reason or None, "date": _now(),
                   "nop_rewards": [r for r in last.nop_rewards if r is not None],
                   "oracle_rewards": [r for r in last.oracle_rewards if r is not None],
-                  "image": outcome.image, "image_digest": outcome.image_digest, "rounds": len(outcome.rounds) - 1}
+                  "image": outcome.image, "image_digest": outcome.image_digest, "rounds": len(outcome.rounds) - 1,
+                  "warnings": last.warnings or None}
         try:
             publish.record_validation(task_dir, values, outcome.image_digest)
         except ForgeError as exc:

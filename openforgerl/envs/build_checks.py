@@ -37,6 +37,7 @@ SHELL_WORDS = set("""if then else elif fi for while until do done case esac in f
 # Two components at least (/app/out.txt): a lone /name is far more often a URL path or a closing tag.
 ABS_PATH = re.compile(r"(?<![\w.$}<:/])(/(?:[\w.+-]+/)+[\w.+-]+)")
 MIN_LEAK_BYTES = 16
+RUN_SCRIPT = re.compile(r"\b(?:bash|sh|python3?|source)\s+(?:-\S+\s+)*(/[\w./+-]+)")
 RUNNER_FILE = re.compile(r"forge_\w+\.py")  # the compiled verifier's runner modules (openforgerl.verifiers)
 SPEC_FILE = "forge_verify.json"
 INSTALL = re.compile(r"\bapt(?:-get)?\s+(?:-\S+\s+)*install\b|\bpip3?\s+install\b|\|\s*(?:ba)?sh\b|"
@@ -66,13 +67,18 @@ def _read(path: Path) -> str:
 # ---- instruction mentions what the verifier checks ---------------------------------------------
 
 def checked_paths(test_sh: str) -> list[str]:
-    """Absolute paths in test.sh that belong to the task (not to the system or the verifier itself)."""
+    """Absolute paths in test.sh that belong to the task (not to the system or the verifier itself).
+
+    Programs the verifier runs (``/opt/venv/bin/python``, ``bash /app/scripts/rebuild.sh``) are its
+    tools, not the agent's output, so they are not counted.
+    """
+    tools = set(RUN_SCRIPT.findall(test_sh)) | {c for c in invoked_commands(test_sh) if c.startswith("/")}
     found = []
     for line in test_sh.splitlines():
         code = line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
         for path in ABS_PATH.findall(code):
             path = path.rstrip(".")
-            if path in SYSTEM_PATHS or path.startswith(SYSTEM_PREFIXES) or path in found:
+            if path in SYSTEM_PATHS or path.startswith(SYSTEM_PREFIXES) or path in found or path in tools:
                 continue
             found.append(path)
     # A directory that only holds checked files (cd /app) is not itself a thing to mention.

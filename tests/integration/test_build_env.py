@@ -269,6 +269,16 @@ def test_validating_as_the_agent_user_catches_an_environment_only_root_can_work_
     assert not as_agent["root-only"].passed and "oracle check" in as_agent["root-only"].reason
 
 
+def test_a_check_made_a_warning_is_recorded_without_failing_the_task(tmp_path: Path):
+    task = hello_task(tmp_path / "tasks", "docs-only", unique_dockerfile(),
+                      **{"instruction.md": "Follow the greeting contract in the docs.\n"})
+    result = forge("build-env", str(task), "--no-push", "--warn-only", "instruction",
+                   "--out-dir", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    validation = tomllib.loads((task / "task.toml").read_text())["validation"]
+    assert validation["passed"] is True and "/app/hello.txt" in validation["warnings"][0]
+
+
 def test_a_verifier_whose_repeats_disagree_fails_as_flaky(tmp_path: Path):
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

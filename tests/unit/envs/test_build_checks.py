@@ -103,3 +103,9 @@ def test_a_compiled_verifiers_paths_and_needs_come_from_its_spec(make_task):
     assert finding.check == "instruction" and "/app/shop.db" in finding.what and "receipt" not in finding.what
     commands, modules = spec_requirements(Task.load(task_dir))
     assert {"python3", "bash", "sqlite3"} <= set(commands) and modules == ["pytest"]
+
+
+def test_programs_and_scripts_the_verifier_runs_are_its_tools_not_checked_files():
+    script = ("bash /app/scripts/rebuild.sh && /opt/venv/bin/python -m pytest /tests/test_outputs.py\n"
+              "python3 /srv/tools/compare.py /app/output/atlas.json\n")
+    assert checked_paths(script) == ["/app/output/atlas.json"]
