@@ -85,6 +85,11 @@ class EnvironmentTable(_Table):
     memory_mb: int | None = Field(None, gt=0)
     storage_mb: int | None = Field(None, gt=0)
     network: Literal["host", "bridge", "none"] | None = None
+    template: str | None = None
+    """A base environment from openforgerl/templates/env (claw, code, gui) that build-env renders
+    into environment/Dockerfile."""
+    template_params: dict[str, Any] = Field(default_factory=dict)
+    """Parameters of that template (packages, services, setup, ...)."""
 
 
 class SourceAsset(_Table):
@@ -269,9 +274,10 @@ def _check_files(path: Path, config: TaskConfig | None) -> list[str]:
         problems.append(f"{instruction}: -: missing: write the instruction the agent is given")
     elif not instruction.read_text(encoding="utf-8", errors="replace").strip():
         problems.append(f"{instruction}: -: empty: write the instruction the agent is given")
-    has_image = config is not None and config.environment.docker_image
+    has_image = config is not None and (config.environment.docker_image or config.environment.template)
     if not has_image and not (path / DOCKERFILE).is_file():
-        problems.append(f"{path / DOCKERFILE}: -: missing: add a Dockerfile or set [environment] docker_image")
+        problems.append(f"{path / DOCKERFILE}: -: missing: add a Dockerfile, or set [environment] docker_image "
+                        "or template")
     if not (path / TEST_SCRIPT).is_file():
         problems.append(f"{path / TEST_SCRIPT}: -: missing: add the verifier that writes "
                         "/logs/verifier/reward.json")

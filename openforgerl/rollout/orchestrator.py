@@ -161,18 +161,18 @@ class Orchestrator:
         try:
             outcome = await self._sandboxed(job, rollout_id, token)
         except asyncio.CancelledError:
-            outcome = _Outcome("infra_error", None, "cancelled")
+            outcome = _Outcome(rollout_id, "infra_error", None, "cancelled")
             await self._finish(job, rollout_id, outcome, metadata, started)
             raise
         except ForgeError as exc:
-            outcome = _Outcome("infra_error", None, str(exc))
+            outcome = _Outcome(rollout_id, "infra_error", None, str(exc))
         except Exception as exc:  # a bug of ours must still end the rollout with one status
             log.error("rollout %s crashed:\n%s", rollout_id, traceback.format_exc())
-            outcome = _Outcome("infra_error", None, f"internal error: {type(exc).__name__}: {exc}")
+            outcome = _Outcome(rollout_id, "infra_error", None, f"internal error: {type(exc).__name__}: {exc}")
         return await self._finish(job, rollout_id, outcome, metadata, started)
 
     async def _sandboxed(self, job: Job, rollout_id: str, token: str) -> _Outcome:
-        task, outcome = job.task, _Outcome("infra_error", None, "")
+        task, outcome = job.task, _Outcome(rollout_id, "infra_error", None, "")
         t0 = time.monotonic()
         image = await self.image_for(task, self.harness)
         spec = SandboxSpec(image=image, labels={LABEL_RUN: self.run_id, LABEL_ROLLOUT: rollout_id,
@@ -223,6 +223,9 @@ class Orchestrator:
         timeout = self.config.verifier_timeout_sec or task.config.verifier.timeout_sec
         verdict = await run_verifier(sandbox, task, timeout, self.config.workdir)
         outcome.timings["verifier_s"] = verdict.seconds
+        if verdict.output is not None:
+            _write(self.run_dir / "logs" / outcome.rollout_id / "verifier.stdout", verdict.output.stdout)
+            _write(self.run_dir / "logs" / outcome.rollout_id / "verifier.stderr", verdict.output.stderr)
         outcome.metrics = verdict.metrics
         if verdict.error:
             health = await sandbox.health()
@@ -278,6 +281,7 @@ class _NoProxy(Exception):
 
 @dataclass
 class _Outcome:
+    rollout_id: str
     status: Status
     reward: float | None
     reason: str

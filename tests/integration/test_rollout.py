@@ -88,6 +88,7 @@ def test_react_right_tool_call_succeeds_and_the_trajectory_is_recorded(tmp_path:
     assert results[0].timings["container_start_s"] > 0 and results[0].model_usage["calls"] == 2
     assert (run_dir / "config.yaml").exists()
     assert "write_file" in (run_dir / "logs" / results[0].rollout_id / "agent.stdout").read_text()
+    assert (run_dir / "logs" / results[0].rollout_id / "verifier.stdout").exists()
 
 
 def test_react_wrong_tool_call_is_a_policy_failure_with_reward_0(tmp_path: Path):

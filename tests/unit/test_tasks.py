@@ -106,3 +106,10 @@ def test_find_task_dirs_expands_a_directory_of_tasks(tmp_path: Path, make_task):
     a, b = make_task("a"), make_task("b")
     assert find_task_dirs([tmp_path]) == [a, b]
     assert find_task_dirs([a]) == [a]
+
+
+def test_a_templated_environment_needs_no_dockerfile_yet(make_task):
+    path = make_task("templated", '[environment]\ntemplate = "claw"\n[environment.template_params]\n'
+                                  'packages = ["sqlite3"]\n', dockerfile=False)
+    assert validate_task_dir(path) == []
+    assert Task.load(path).config.environment.template_params == {"packages": ["sqlite3"]}
