@@ -10,7 +10,7 @@ from openforgerl.cli import cli
 
 
 @cli.command()
-@click.argument("tasks", nargs=-1, type=click.Path(exists=True))
+@click.argument("tasks", nargs=-1, type=click.Path(exists=True))  # dirs or a manifest.jsonl
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="YAML/TOML run config.")
 @click.option("--harness", help="react, codex, claude-code, opencode, openclaw, mini-swe-agent, browser, oracle, nop.")
 @click.option("--model", help="Policy model name (default smollm2).")
@@ -23,7 +23,7 @@ from openforgerl.cli import cli
 @click.option("-o", "--set", "overrides", multiple=True, help="Config override key.path=value (repeatable).")
 def rollout(tasks, config_file, harness, model, attempts, concurrency, runtime, proxy_url, engine_url, run_dir,
             overrides) -> None:
-    """Roll out a harness on TASKS (task dirs or dirs of task dirs)."""
+    """Roll out a harness on TASKS (task dirs, dirs of task dirs, or a build-env manifest.jsonl)."""
     from openforgerl.config import resolve
     from openforgerl.rollout.console import run_with_progress
     from openforgerl.rollout.orchestrator import RolloutConfig

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.config import save_resolved
+from openforgerl.errors import UserError
 from openforgerl.rollout.harness import Harness
 from openforgerl.rollout.harnesses import make_harness
 from openforgerl.rollout.orchestrator import STATUSES, Orchestrator, RolloutConfig, RolloutResult
@@ -26,7 +27,28 @@ from openforgerl.tasks import Task, find_task_dirs
 
 
 def load_tasks(paths: list[str]) -> list[Task]:
-    return [Task.load(path) for path in find_task_dirs(list(paths))]
+    """Task dirs, dirs of task dirs, or a build-env manifest.jsonl (its published tasks, last entry wins)."""
+    dirs: list[str | Path] = []
+    for path in paths:
+        if path.endswith(".jsonl") and Path(path).is_file():
+            dirs += _manifest_tasks(Path(path))
+        else:
+            dirs.append(path)
+    return [Task.load(path) for path in find_task_dirs(dirs)]
+
+
+def _manifest_tasks(manifest: Path) -> list[Path]:
+    from openforgerl.envs.build_publish import read_manifest
+
+    latest = {entry["task"]: entry for entry in read_manifest(manifest)}
+    tasks = []
+    for entry in latest.values():
+        task = Task.load(entry["path"])
+        if task.config.environment.docker_image != entry["image"]:
+            raise UserError(f"{manifest}: task {entry['task']}: task.toml pins {task.config.environment.docker_image}, "
+                            f"the manifest {entry['image']}", fix="rerun forge build-env on that task")
+        tasks.append(Path(entry["path"]))
+    return tasks
 
 
 def new_run_dir(config: RolloutConfig) -> tuple[Path, str]:

@@ -46,3 +46,20 @@ def test_summary_counts_the_final_try_of_each_attempt_and_excludes_infra_rewards
                                    "verifier_error": 1}
     assert summary["mean_reward"] == 0.5
     assert summary["tasks"]["a"] == {"attempts": 2, "successes": 1, "statuses": {"success": 1, "failure": 1}}
+
+
+def test_rollout_reads_a_manifest_and_refuses_a_stale_pin(make_task, tmp_path: Path):
+    import json
+
+    from openforgerl.errors import UserError
+    from openforgerl.rollout.run import load_tasks
+
+    digest = "127.0.0.1:5000/openforgerl/task@sha256:" + "c" * 64
+    task = make_task("pinned", f'[environment]\ndocker_image = "{digest}"\n')
+    manifest = tmp_path / "manifest.jsonl"
+    entry = {"task": "pinned", "path": str(task), "image": digest}
+    manifest.write_text(json.dumps({**entry, "image": "old"}) + "\n" + json.dumps(entry) + "\n")
+    assert [t.path for t in load_tasks([str(manifest)])] == [task]  # the last entry wins
+    manifest.write_text(json.dumps({**entry, "image": "127.0.0.1:5000/other@sha256:" + "d" * 64}) + "\n")
+    with pytest.raises(UserError, match="rerun forge build-env"):
+        load_tasks([str(manifest)])
