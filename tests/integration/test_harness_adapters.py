@@ -79,10 +79,11 @@ def harness_clis() -> None:
         install(name, lambda action: None)
 
 
-def rollout(tmp_path: Path, task: Path, script: Script, content: str) -> tuple[Any, dict[str, Any], Path]:
+def rollout(tmp_path: Path, task: Path, script: Script, content: str,
+            agent_user: str | None = None) -> tuple[Any, dict[str, Any], Path]:
     engine = {"type": "scripted", "turns": script.turns(content)}
     cfg = RolloutConfig(tasks=[str(task)], harness=script.harness, harness_options=script.options, concurrency=1,
-                        run_dir=str(tmp_path / "run"), proxy=ProxySettings(engine=engine))
+                        run_dir=str(tmp_path / "run"), proxy=ProxySettings(engine=engine), agent_user=agent_user)
     run_dir, results = asyncio.run(run_rollouts(cfg))
     assert len(results) == 1
     result = results[0]
@@ -112,3 +113,10 @@ def test_wrong_tool_call_is_a_policy_failure_with_reward_0(tmp_path: Path, make_
     result, trajectory, _ = rollout(tmp_path, make_task(toml=TASK_TOML), script, "bye")
     assert (result.status, result.reward) == ("failure", 0.0), result.reason
     assert trajectory["calls"] and {call["dialect"] for call in trajectory["calls"]} == {script.dialect}
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=ids)
+def test_runs_as_the_non_root_agent_user(tmp_path: Path, make_task, script: Script):
+    result, trajectory, _ = rollout(tmp_path, make_task(toml=TASK_TOML), script, "hi", agent_user="1000:1000")
+    assert (result.status, result.reward) == ("success", 1.0), result.reason
+    assert {call["dialect"] for call in trajectory["calls"]} == {script.dialect}

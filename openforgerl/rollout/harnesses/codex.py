@@ -23,11 +23,11 @@ class CodexHarness(Harness):
     tool = "codex"
 
     def invocation(self, ctx: AgentContext) -> Invocation:
-        codex_home = f"{ctx.home}/.codex"
         argv = [self.launcher("codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
                 "--json", "--cd", ctx.workdir, "--model", ctx.model, ctx.instruction]
-        env = quiet_env(CODEX_HOME=codex_home, **{KEY_ENV: ctx.api_key})
-        return Invocation(argv, env, {f"{codex_home}/config.toml": config_toml(ctx, merged_options(self, ctx))})
+        # CODEX_HOME is HOME itself: a non-root agent owns it (a subdirectory we created would be root's).
+        env = quiet_env(CODEX_HOME=ctx.home, **{KEY_ENV: ctx.api_key})
+        return Invocation(argv, env, {f"{ctx.home}/config.toml": config_toml(ctx, merged_options(self, ctx))})
 
 
 def config_toml(ctx: AgentContext, options: dict) -> str:

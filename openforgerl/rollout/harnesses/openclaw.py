@@ -27,7 +27,7 @@ class OpenclawHarness(Harness):
 
     def invocation(self, ctx: AgentContext) -> Invocation:
         options = merged_options(self, ctx)
-        config_path = f"{ctx.home}/.openclaw/openclaw.json"
+        config_path = f"{ctx.home}/openclaw.json"  # in HOME itself: a non-root agent owns it, not new subdirs
         argv = [self.launcher("openclaw"), "agent", "exec", "--config", config_path, "--cwd", ctx.workdir,
                 "--model", f"{PROVIDER}/{ctx.model}", "--json",
                 "--timeout", str(int(ctx.timeout_sec) + OWN_DEADLINE_SLACK_S)]

@@ -63,8 +63,8 @@ def test_codex_uses_a_custom_responses_provider_with_approvals_and_sandbox_off()
     inv = invocation("codex")
     assert inv.argv[1:4] == ["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
     assert inv.argv[inv.argv.index("--cd") + 1] == "/app"
-    assert inv.env["CODEX_HOME"] == "/tmp/forge-home/.codex"
-    config = tomllib.loads(inv.files["/tmp/forge-home/.codex/config.toml"])
+    assert inv.env["CODEX_HOME"] == "/tmp/forge-home"
+    config = tomllib.loads(inv.files["/tmp/forge-home/config.toml"])
     provider = config["model_providers"][config["model_provider"]]
     assert provider["base_url"] == f"{BASE}/v1" and provider["wire_api"] == "responses"
     assert inv.env[provider["env_key"]] == TOKEN
@@ -74,7 +74,7 @@ def test_codex_uses_a_custom_responses_provider_with_approvals_and_sandbox_off()
 
 
 def test_codex_reasoning_effort_comes_from_the_run_options():
-    config = tomllib.loads(invocation("codex", reasoning_effort="low").files["/tmp/forge-home/.codex/config.toml"])
+    config = tomllib.loads(invocation("codex", reasoning_effort="low").files["/tmp/forge-home/config.toml"])
     assert config["model_reasoning_effort"] == "low"
 
 
