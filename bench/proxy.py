@@ -10,7 +10,8 @@ on a noisy machine (the absolute numbers are this machine's):
 * forge-shm: the same with its logs on tmpfs (/dev/shm): the proxy's own cost without the disk flush,
 * litellm:  clients -> LiteLLM proxy -> upstream /v1/chat/completions,
 
-at 1/16/64/256 concurrent streams. Each stream is an agent loop: 4 calls whose history grows
+at 1/16/64/256 concurrent streams, with a fast engine (50 ms to the first token: a stress test of
+the proxy) and at a realistic engine speed (~1 s per turn). Each stream is an agent loop: 4 calls whose history grows
 (each call resends the history plus the last answer), then a new rollout. Also: bytes the proxy
 stores per rollout vs the raw request/response JSON of a Codex-sized rollout.
 
@@ -87,7 +88,7 @@ class Stack:
                      "--answer", str(tmp / "answer.json"), "--latency-ms", str(latency_ms),
                      "--token-ms", str(token_ms)], self.upstream + "/v1/models")
         self.urls = {"direct": self.upstream, "litellm": self.litellm}
-        self.pids: dict[str, int] = {}
+        self.pids: dict[str, int] = {"direct": self.procs[-1].pid}  # direct: the upstream's own CPU
         for name, data_dir in (("forge", self.data_dir), ("forge-shm", self.shm_dir)):
             if data_dir is None:
                 continue
@@ -108,6 +109,7 @@ litellm_settings: {{drop_params: true, telemetry: false}}
             env = {"LITELLM_MASTER_KEY": LITELLM_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False", "LITELLM_LOG": "ERROR"}
             self._start([litellm, "--config", str(config), "--host", "127.0.0.1", "--port", str(self.litellm_port),
                          "--num_workers", "1"], self.litellm + "/health/liveliness", env=env)
+            self.pids["litellm"] = self.procs[-1].pid
 
     def _start(self, args: list[str], health: str, env: dict[str, str] | None = None) -> None:
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -252,32 +254,30 @@ async def storage(stack: Stack) -> dict:
 
 
 async def run(stack: Stack, seconds: float, rounds: int) -> tuple[dict, dict, dict]:
+    """All levels x paths; the paired rounds and the storage rollout only when ``rounds``."""
     paths = [p for p in ("direct", "forge", "forge-shm", "litellm") if stack.urls.get(p)]
     results: dict = {}
     for level in LEVELS:
         for path in paths:
             results[(path, level)] = await measure(stack, path, level, seconds)
             r = results[(path, level)]
-            print(f"{path:8s} c={level:<4d} n={r['n']:<6d} {r['rps']:8.1f} req/s  p50 {r['p50']*1000:7.2f} ms  "
+            print(f"{path:9s} c={level:<4d} n={r['n']:<6d} {r['rps']:8.1f} req/s  p50 {r['p50']*1000:7.2f} ms  "
                   f"p99 {r['p99']*1000:7.2f} ms", flush=True)
+    if not rounds:
+        return results, {}, {}
     pairs = await paired(stack, rounds)
     for p, values in pairs.items():
         print(f"paired {p}: added p50 {pct(values, 50)*1000:.2f} ms p99 {pct(values, 99)*1000:.2f} ms", flush=True)
     return results, pairs, await storage(stack)
 
 
-def report(results: dict, pairs: dict, store: dict, args, litellm_version: str | None) -> str:
+def table(title: str, results: dict, latency_ms: float, token_ms: float, seconds: float) -> list[str]:
     paths = [p for p in ("direct", "forge", "forge-shm", "litellm") if (p, LEVELS[0]) in results]
-    lines = ["# Proxy benchmark", "",
-             f"`bench/proxy.py` on this machine ({os.cpu_count()} cores, everything on it at once: clients, upstream, "
-             f"proxies). Upstream: scripted vLLM stand-in, {args.latency_ms:.0f} ms to the first token, "
-             f"{args.token_ms:.1f} ms between its {len(policy_template().encode(ANSWER)) + 1} tokens. Streams: agent "
-             f"loops of {TURNS_PER_ROLLOUT} calls with a growing history (a ~2 kB system prompt). {args.seconds:.0f} s "
-             f"per point after 0.5 s warm-up. forge proxy: one process, uvicorn+uvloop+httptools, "
-             f"`--engine vllm` (token ids over /v1/completions), every call fdatasync'd to its rollout log before the "
-             f"answer ends." + (f" LiteLLM {litellm_version} proxy, one worker." if litellm_version else ""), "",
+    lines = [f"## {title}", "",
+             f"Upstream: {latency_ms:.0f} ms to the first token, {token_ms:.1f} ms between its "
+             f"{len(policy_template().encode(ANSWER)) + 1} tokens; {seconds:.0f} s per point after 0.5 s warm-up.", "",
              "| streams | path | req/s | p50 ms | p99 ms | TTFT p50 ms | added p50 ms | added p99 ms | throughput vs direct "
-             "| proxy CPU ms/call |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| server CPU ms/call |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for level in LEVELS:
         direct = results[("direct", level)]
         for path in paths:
@@ -290,7 +290,22 @@ def report(results: dict, pairs: dict, store: dict, args, litellm_version: str |
         lines += ["", "forge / LiteLLM throughput: " + ", ".join(
             f"{level} streams {results[('forge', level)]['rps'] / results[('litellm', level)]['rps']:.2f}x"
             for level in LEVELS)]
-    lines += ["", f"## Added latency at one stream, paired ({args.rounds} rounds)", "",
+    return lines + [""]
+
+
+def report(scenarios: list[tuple[str, dict, float, float, float]], pairs: dict, store: dict, args,
+           litellm_version: str | None) -> str:
+    lines = ["# Proxy benchmark", "",
+             f"`bench/proxy.py` on this machine ({os.cpu_count()} cores, everything on it at once: clients, upstream, "
+             f"proxies). Upstream: a scripted vLLM stand-in (`openforgerl.testing.fake_vllm`). Streams: agent loops "
+             f"of {TURNS_PER_ROLLOUT} calls with a growing history (a ~2 kB system prompt), each call streamed. "
+             f"forge proxy: one process, uvicorn+uvloop+httptools, `--engine vllm` (token ids over /v1/completions), "
+             f"every call fdatasync'd to its rollout log before the answer ends (forge-shm: logs on tmpfs). "
+             f"Server CPU: CPU time of that path's server process per call (direct: the upstream's own)."
+             + (f" LiteLLM {litellm_version} proxy, one worker, master key." if litellm_version else ""), ""]
+    for title, results, latency_ms, token_ms, seconds in scenarios:
+        lines += table(title, results, latency_ms, token_ms, seconds)
+    lines += ["", f"## Added latency at one stream, paired ({args.rounds} rounds, fast engine)", "",
               "Each round sends the same call directly, then through each proxy, back to back; the difference "
               "is the latency that proxy added to that call (robust to other load on the machine).", "",
               "| path | added p50 ms | added p90 ms | added p99 ms |", "|---|---:|---:|---:|"]
@@ -312,6 +327,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--token-ms", type=float, default=1.0)
     parser.add_argument("--litellm", default=shutil.which("litellm"), help="the litellm CLI (litellm[proxy])")
+    parser.add_argument("--no-realistic", dest="realistic", action="store_false",
+                        help="skip the second scenario (engine at ~1 s per turn)")
     parser.add_argument("--rounds", type=int, default=120, help="paired rounds at one stream")
     parser.add_argument("--levels", default="1,16,64,256", help="concurrent streams, comma-separated")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "proxy.md"))
@@ -324,13 +341,23 @@ def main() -> None:
                                 "import importlib.metadata as m; print(m.version('litellm'))"],
                                capture_output=True, text=True)
         version = probe.stdout.strip() or "?"
-    with tempfile.TemporaryDirectory(prefix="forge-bench-proxy-") as tmp:
-        stack = Stack(Path(tmp), args.latency_ms, args.token_ms, args.litellm)
-        try:
-            results, pairs, store = asyncio.run(run(stack, args.seconds, args.rounds))
-        finally:
-            stack.stop()
-    text = report(results, pairs, store, args, version)
+    scenarios, pairs, store = [], {}, {}
+    plan = [("Fast engine (stress: the proxy's own cost dominates)", args.latency_ms, args.token_ms, args.rounds,
+             args.seconds)]
+    if args.realistic:  # longer points: a stream only makes a few ~1 s calls per second of measurement
+        plan.append(("Realistic engine speed (~1 s per turn, like a small model on a GPU)", 400.0, 25.0, 0,
+                     args.seconds * 3))
+    for title, latency_ms, token_ms, rounds, seconds in plan:
+        with tempfile.TemporaryDirectory(prefix="forge-bench-proxy-") as tmp:
+            stack = Stack(Path(tmp), latency_ms, token_ms, args.litellm)
+            try:
+                print(f"== {title}", flush=True)
+                results, got_pairs, got_store = asyncio.run(run(stack, seconds, rounds))
+            finally:
+                stack.stop()
+        scenarios.append((title, results, latency_ms, token_ms, seconds))
+        pairs, store = got_pairs or pairs, got_store or store
+    text = report(scenarios, pairs, store, args, version)
     Path(args.out).write_text(text)
     print(text)
 

@@ -12,7 +12,7 @@ from openforgerl.cli import cli
               help="vllm: a vLLM server (token-in/token-out); scripted: canned answers, for tests and benchmarks.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8100, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
-@click.option("--admin-token", envvar="FORGE_PROXY_ADMIN_TOKEN", required=True,
+@click.option("--admin-token", envvar="FORGE_PROXY_ADMIN_TOKEN", default=None,
               help="Bearer token of the admin API (or $FORGE_PROXY_ADMIN_TOKEN).")
 @click.option("--model", "model_name", default="smollm2", show_default=True,
               help="The policy: served model name, and whose tokenizer/chat template to use.")
@@ -28,14 +28,22 @@ from openforgerl.cli import cli
 @click.option("--unknown-model", type=click.Choice(["serve", "reject"]), default="serve", show_default=True,
               help="A request for another model name: serve it with the policy, or answer 404.")
 @click.option("-o", "--set", "overrides", multiple=True, help="Config override key.path=value (repeatable).")
-def proxy(engine_type: str, host: str, port: int, admin_token: str, model_name: str, data_dir: str | None,
+@click.option("--export", "export_to", type=click.Path(dir_okay=False), default=None,
+              help="Instead of serving: write every rollout in --data-dir to this .jsonl or .parquet file and exit.")
+def proxy(engine_type: str, host: str, port: int, admin_token: str | None, model_name: str, data_dir: str | None,
           tokenizer: str | None, engine_url: str, engine_route: str, script: str | None, unknown_model: str,
-          overrides: tuple[str, ...]) -> None:
+          overrides: tuple[str, ...], export_to: str | None) -> None:
     """Serve harness model calls (OpenAI Chat/Responses, Anthropic Messages) and record them token-exactly."""
+    from pathlib import Path
+
     from openforgerl.config import read_config_file, resolve
     from openforgerl.rollout.proxy.config import ProxyConfig
-    from openforgerl.rollout.proxy.server import serve
+    from openforgerl.rollout.proxy.server import export, serve
 
+    if not admin_token:
+        if not export_to:
+            raise click.UsageError("--admin-token (or $FORGE_PROXY_ADMIN_TOKEN) is required to serve")
+        admin_token = "unused-for-export"
     engine = {"type": "vllm", "base_url": engine_url, "route": engine_route} if engine_type == "vllm" else \
         {"type": "scripted", **(read_config_file(script) if script else {})}
     defaults = {"host": host, "port": port, "admin_token": admin_token, "model": model_name,
@@ -43,5 +51,9 @@ def proxy(engine_type: str, host: str, port: int, admin_token: str, model_name: 
     if data_dir:
         defaults["data_dir"] = data_dir
     config = resolve(ProxyConfig, None, list(overrides), defaults=defaults)
+    if export_to:
+        rollouts, segments = export(config, Path(export_to))
+        click.echo(f"{rollouts} rollouts, {segments} segments -> {export_to}")
+        return
     click.echo(f"forge proxy: http://{host}:{port} -> {engine_type}, logs in {config.data_dir}", err=True)
     serve(config)

@@ -6,6 +6,7 @@ that we can act mid-answer) and the policy's real tokenizer.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -127,6 +128,17 @@ def test_kill_9_mid_rollout_loses_nothing_and_the_rollout_continues(proxy):
     log = (proxy.data_dir / "rollouts" / f"{created['id']}.log").read_bytes()
     assert created["token"].encode() not in log  # only the token's hash is stored
     assert b"create hello.txt" not in log  # token ids, not request text (sizes: bench/results/proxy.md)
+
+    exported = proxy.data_dir.parent / "rollouts.parquet"
+    done = subprocess.run([sys.executable, "-m", "openforgerl", "proxy", "--export", str(exported),
+                           "--data-dir", str(proxy.data_dir), "--tokenizer", str(proxy.tokenizer_dir)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    import pyarrow.parquet as pq
+
+    (row,) = pq.read_table(exported).to_pylist()
+    assert row["reward"] == 1.0 and row["prompt_ids"] == final["segments"][0]["prompt_ids"]
+    assert json.loads(row["metadata"]) == {"task": "hello"}
 
 
 def test_a_client_that_hangs_up_mid_stream_is_recorded_and_its_generation_stops(proxy):

@@ -108,15 +108,16 @@ class Registry:
         if rollout.log:
             rollout.log.close()
 
-    def recover(self) -> int:
-        """Rebuild every rollout on disk; calls that were in flight are recorded as interrupted."""
+    def recover(self, *, read_only: bool = False) -> int:
+        """Rebuild every rollout on disk; calls that were in flight are recorded as interrupted
+        (``read_only``: in memory only, for reading the logs of a proxy that may still run)."""
         if self.store is None:
             return 0
         for rollout_id, events in self.store.scan():
-            self._replay(rollout_id, events)
+            self._replay(rollout_id, events, read_only)
         return len(self.by_id)
 
-    def _replay(self, rollout_id: str, events: list[dict[str, Any]]) -> None:
+    def _replay(self, rollout_id: str, events: list[dict[str, Any]], read_only: bool = False) -> None:
         opened = events[0]
         rollout = self._new(rollout_id, opened["token_sha"], opened.get("metadata") or {})
         rollout.created = opened.get("created", rollout.created)
@@ -135,7 +136,12 @@ class Registry:
                                    event.get("metadata") or {})
         rollout.next_call = max([c.index + 1 for c in rollout.trajectory.calls] + [max(started, default=-1) + 1])
         for index in sorted(started):
-            self._interrupt(rollout, index)
+            if read_only:
+                rollout.trajectory.add(CallRecord(index=index, status="interrupted", error="in flight"))
+            else:
+                self._interrupt(rollout, index)
+        if read_only and rollout.log:
+            rollout.log.close()
         log.info("recovered rollout %s: %d calls, %s", rollout_id, len(rollout.trajectory.calls),
                  rollout.trajectory.status)
 

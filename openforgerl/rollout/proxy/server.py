@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from openforgerl.log import get_logger
 from openforgerl.rollout.proxy.app import ProxyApp
 from openforgerl.rollout.proxy.config import ProxyConfig
@@ -27,6 +29,24 @@ def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine:
     service = ProxyService(template, parser, engine, registry, max_inflight=config.max_inflight)
     return ProxyApp(service, admin_token=config.admin_token, model=config.model,
                     unknown_model=config.unknown_model, max_body_bytes=config.max_body_bytes)
+
+
+def export(config: ProxyConfig, out: Path) -> tuple[int, int]:
+    """Write every rollout recorded in ``config.data_dir`` to ``out`` (.jsonl or .parquet), read-only.
+
+    Returns (rollouts, segments).
+    """
+    from openforgerl.errors import UserError
+    from openforgerl.rollout.trajectory import export_jsonl, export_parquet
+
+    if out.suffix not in (".jsonl", ".parquet"):
+        raise UserError(f"cannot export to {out.name}", fix="name the output file *.jsonl or *.parquet")
+    template = load_chat_template(config.model, config.tokenizer)
+    registry = Registry(template, make_tool_parser(config.tool_parser), Store(config.data_dir))
+    registry.recover(read_only=True)
+    trajectories = [r.trajectory for r in registry.by_id.values()]
+    (export_parquet if out.suffix == ".parquet" else export_jsonl)(trajectories, out)
+    return len(trajectories), sum(len(t.segments) for t in trajectories)
 
 
 def serve(config: ProxyConfig) -> None:

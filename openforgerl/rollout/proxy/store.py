@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,21 +27,25 @@ log = get_logger(__name__)
 
 
 class RolloutLog:
-    """The append-only log of one rollout."""
+    """The append-only log of one rollout; its file stays open only while recently used."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, store: Store | None = None) -> None:
         self.path = path
+        self._store = store
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._lock = threading.Lock()
         self.bytes_written = path.stat().st_size
         if self.bytes_written and not path.read_bytes().endswith(b"\n"):
             os.write(self._fd, b"\n")  # end a torn line so the next event starts clean
+        if store is not None:
+            store.opened(self)
 
     def append(self, event: dict[str, Any], sync: bool = True) -> None:
         line = orjson.dumps(event) + b"\n"
         try:
             with self._lock, map_os_errors(f"writing {self.path}"):
-                if self._fd < 0:  # closed at finish; a call that was still running records late
+                reopened = self._fd < 0  # closed when idle or finished; reopen to append
+                if reopened:
                     self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
                 os.write(self._fd, line)
                 if sync:
@@ -48,6 +53,10 @@ class RolloutLog:
         except OSError as exc:
             raise ProxyError(f"cannot record to {self.path}: {exc}") from exc
         self.bytes_written += len(line)
+        if self._store is not None and reopened:
+            self._store.opened(self)
+        elif self._store is not None:
+            self._store.used(self)
 
     def close(self) -> None:
         with self._lock:
@@ -59,13 +68,29 @@ class RolloutLog:
 class Store:
     """The directory of rollout logs."""
 
-    def __init__(self, data_dir: str | Path) -> None:
+    def __init__(self, data_dir: str | Path, max_open: int = 256) -> None:
         self.root = Path(data_dir) / "rollouts"
         with map_os_errors(f"creating {self.root}"):
             self.root.mkdir(parents=True, exist_ok=True)
+        self.max_open = max_open
+        self._open: OrderedDict[int, RolloutLog] = OrderedDict()  # most recently used last
+        self._lock = threading.Lock()
 
     def open_log(self, rollout_id: str) -> RolloutLog:
-        return RolloutLog(self.root / f"{rollout_id}.log")
+        return RolloutLog(self.root / f"{rollout_id}.log", self)
+
+    def opened(self, log: RolloutLog) -> None:
+        """Track an open file; close the least recently used ones beyond ``max_open``."""
+        with self._lock:
+            self._open[id(log)] = log
+            idle = [self._open.popitem(last=False)[1] for _ in range(len(self._open) - self.max_open)]
+        for old in idle:
+            old.close()
+
+    def used(self, log: RolloutLog) -> None:
+        with self._lock:
+            if id(log) in self._open:
+                self._open.move_to_end(id(log))
 
     def scan(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         """Every rollout on disk with its events, oldest first; a torn last line is skipped."""

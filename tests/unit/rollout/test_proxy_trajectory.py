@@ -196,3 +196,15 @@ def test_export_jsonl_and_parquet_put_reward_and_metadata_on_every_segment(tmp_p
     assert table[0]["response_mask"] == [1, 1, 0, 1] and table[1]["prompt_ids"] == [1, 2, 3, 9]
     assert table[0]["logprobs"] == pytest.approx([-0.5, -0.25, 0.0, -1.0])
     assert json.loads(table[1]["metadata"])["task"] == "t" and table[1]["status"] == "completed"
+
+
+def test_rollout_logs_keep_few_files_open_and_lose_no_event(tmp_path):
+    from openforgerl.rollout.proxy.store import Store
+
+    store = Store(tmp_path, max_open=2)
+    logs = [store.open_log(f"r-{i}") for i in range(5)]
+    for round_ in range(3):
+        for log in logs:
+            log.append({"t": "call", "round": round_})
+    assert sum(log._fd >= 0 for log in logs) <= 2
+    assert [len(events) for _, events in [(p, p.read_text().splitlines()) for p in sorted(store.root.iterdir())]] == [3] * 5
