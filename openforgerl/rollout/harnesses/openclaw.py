@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from openforgerl.errors import UserError
 from openforgerl.rollout.harness import AgentContext, Harness, Invocation
 from openforgerl.rollout.harnesses._cli import PROVIDER, merged_options, openai_base, quiet_env, to_json
 
@@ -42,8 +43,6 @@ class OpenclawHarness(Harness):
 def config(ctx: AgentContext, api: str) -> dict[str, Any]:
     """openclaw.json: the proxy as the only provider serving ``ctx.model``; no updates, no telemetry."""
     if api not in WIRES:
-        from openforgerl.errors import UserError
-
         raise UserError(f"openclaw api {api!r} is not one the proxy speaks", fix=f"use one of {sorted(WIRES)}")
     base_url = ctx.base_url if api == "anthropic-messages" else openai_base(ctx)
     model = {"id": ctx.model, "name": ctx.model, "reasoning": False, "input": ["text"],

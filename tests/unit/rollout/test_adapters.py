@@ -123,6 +123,11 @@ def test_openclaw_pins_a_config_whose_wire_decides_the_base_url():
     assert provider["api"] == "anthropic-messages" and provider["baseUrl"] == BASE
 
 
+def test_openclaw_lean_asks_for_the_reduced_local_model_tool_surface():
+    assert "--local-model-lean" in invocation("openclaw", lean=True).argv
+    assert "--local-model-lean" not in invocation("openclaw").argv
+
+
 def test_openclaw_rejects_a_wire_the_proxy_does_not_speak():
     with pytest.raises(UserError, match="google-generative-ai"):
         invocation("openclaw", api="google-generative-ai")
