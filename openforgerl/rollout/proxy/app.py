@@ -213,7 +213,7 @@ class ProxyApp:
     async def _other(self, method: str, path: str, headers, receive: Receive, send: Send) -> None:
         if method == "GET" and path == "/health":
             return await send_json(send, 200, {
-                "status": "ok", "model": self.model, "rollouts": len(self.registry.by_id),
+                "status": "ok", "model": self.model, "rollouts": len(self.registry.by_id) + len(self.registry.retired),
                 "inflight": sum(len(r.in_flight) for r in self.registry.by_id.values())})
         if method == "GET" and path == "/v1/models":
             return await send_json(send, 200, {"object": "list", "data": [
@@ -235,10 +235,8 @@ class ProxyApp:
                 raise HttpError(409, str(exc), "conflict") from None
             return await send_json(send, 200, {"id": rollout.id, "token": token})
         if method == "GET" and parts == ["rollouts"]:
-            return await send_json(send, 200, {"rollouts": [
-                {"id": r.id, "status": r.trajectory.status, "calls": len(r.trajectory.calls)}
-                for r in self.registry.by_id.values()]})
-        rollout = self.registry.by_id.get(parts[1]) if len(parts) == 3 else None
+            return await send_json(send, 200, {"rollouts": self.registry.summaries()})
+        rollout = self.registry.get(parts[1]) if len(parts) == 3 else None
         if rollout is None:
             raise HttpError(404, f"no route {method} {path} (or no such rollout)", "not_found_error")
         if method == "POST" and parts[2] == "finish":

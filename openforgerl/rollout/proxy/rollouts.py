@@ -17,7 +17,7 @@ from typing import Any
 from openforgerl.errors import ProxyError
 from openforgerl.log import get_logger
 from openforgerl.rollout.proxy.lineage import Lineage
-from openforgerl.rollout.proxy.store import RolloutLog, Store
+from openforgerl.rollout.proxy.store import RolloutLog, Store, finished_summary, parse_events
 from openforgerl.rollout.proxy.template import ChatTemplate
 from openforgerl.rollout.proxy.tool_parser import ToolParser
 from openforgerl.rollout.trajectory import CallRecord, Trajectory
@@ -60,21 +60,57 @@ class Rollout:
 
 
 class Registry:
-    """All rollouts, by id and by token hash; recovers them from the store on start."""
+    """All rollouts, by id and by token hash; recovers them from the store on start.
 
-    def __init__(self, template: ChatTemplate, parser: ToolParser, store: Store | None) -> None:
+    Finished rollouts beyond the ``keep_finished`` most recent leave memory (their log holds
+    everything) and are read back from disk when asked for, so memory stays bounded however
+    long the proxy runs.
+    """
+
+    def __init__(self, template: ChatTemplate, parser: ToolParser, store: Store | None,
+                 keep_finished: int = 64) -> None:
         self.template, self.parser, self.store = template, parser, store
         self.by_id: dict[str, Rollout] = {}
         self.by_token: dict[str, Rollout] = {}
+        self.retired: dict[str, dict[str, Any]] = {}  # id -> status/reward/calls, trajectory on disk
+        self.keep_finished = keep_finished
+        self._finished: list[str] = []
 
-    def _new(self, rollout_id: str, sha: str, metadata: dict[str, Any]) -> Rollout:
+    def _new(self, rollout_id: str, sha: str, metadata: dict[str, Any], register: bool = True) -> Rollout:
         rollout = Rollout(id=rollout_id, token_sha=sha,
                           trajectory=Trajectory(rollout_id, metadata=dict(metadata)),
                           lineage=Lineage(self.template, self.parser),
-                          log=self.store.open_log(rollout_id) if self.store else None)
-        self.by_id[rollout_id] = rollout
-        self.by_token[sha] = rollout
+                          log=self.store.open_log(rollout_id) if self.store and register else None)
+        if register:
+            self.by_id[rollout_id] = rollout
+            self.by_token[sha] = rollout
         return rollout
+
+    def get(self, rollout_id: str) -> Rollout | None:
+        """A rollout by id, read back from its log if it has left memory."""
+        rollout = self.by_id.get(rollout_id)
+        if rollout is None and rollout_id in self.retired and self.store is not None:
+            events = self.store.read(rollout_id)
+            rollout = self._build(rollout_id, events, read_only=True, register=False) if events else None
+        return rollout
+
+    def summaries(self) -> list[dict[str, Any]]:
+        live = [{"id": r.id, "status": r.trajectory.status, "calls": len(r.trajectory.calls)}
+                for r in self.by_id.values()]
+        return live + [{"id": i, "status": s["status"], "calls": s["calls"]} for i, s in self.retired.items()]
+
+    def _retire_old(self, rollout: Rollout) -> None:
+        self._finished.append(rollout.id)
+        while len(self._finished) > self.keep_finished and self.store is not None:
+            old = self.by_id.pop(self._finished.pop(0), None)
+            if old is not None and not old.in_flight:
+                self.by_token.pop(old.token_sha, None)
+                self.retired[old.id] = {"status": old.trajectory.status, "reward": old.trajectory.reward,
+                                        "calls": len(old.trajectory.calls)}
+            elif old is not None:  # still answering a late call: keep it a while longer
+                self.by_id[old.id] = old
+                self._finished.append(old.id)
+                break
 
     def create(self, metadata: dict[str, Any] | None = None,
                rollout_id: str | None = None) -> tuple[Rollout, str, dict[str, Any]]:
@@ -100,6 +136,7 @@ class Registry:
     def finish(self, rollout: Rollout, event: dict[str, Any]) -> None:
         """Apply a durable ``finish`` event."""
         self._apply_finish(rollout, event["reward"], event["status"], event["metadata"])
+        self._retire_old(rollout)
 
     @staticmethod
     def _apply_finish(rollout: Rollout, reward, status, metadata) -> None:
@@ -110,16 +147,24 @@ class Registry:
 
     def recover(self, *, read_only: bool = False) -> int:
         """Rebuild every rollout on disk; calls that were in flight are recorded as interrupted
-        (``read_only``: in memory only, for reading the logs of a proxy that may still run)."""
+        (``read_only``: in memory only, for reading the logs of a proxy that may still run).
+        Finished rollouts are only indexed; their calls are decoded when asked for."""
         if self.store is None:
             return 0
-        for rollout_id, events in self.store.scan():
-            self._replay(rollout_id, events, read_only)
-        return len(self.by_id)
+        for rollout_id, data in self.store.scan():
+            summary = finished_summary(data)
+            if summary is not None and not read_only:
+                self.retired[rollout_id] = summary
+                continue
+            events = parse_events(data, rollout_id)
+            if events:
+                self._build(rollout_id, events, read_only)
+        return len(self.by_id) + len(self.retired)
 
-    def _replay(self, rollout_id: str, events: list[dict[str, Any]], read_only: bool = False) -> None:
+    def _build(self, rollout_id: str, events: list[dict[str, Any]], read_only: bool = False,
+               register: bool = True) -> Rollout:
         opened = events[0]
-        rollout = self._new(rollout_id, opened["token_sha"], opened.get("metadata") or {})
+        rollout = self._new(rollout_id, opened["token_sha"], opened.get("metadata") or {}, register)
         rollout.created = opened.get("created", rollout.created)
         started: set[int] = set()
         for event in events[1:]:
@@ -136,14 +181,15 @@ class Registry:
                                    event.get("metadata") or {})
         rollout.next_call = max([c.index + 1 for c in rollout.trajectory.calls] + [max(started, default=-1) + 1])
         for index in sorted(started):
-            if read_only:
+            if read_only or not register:
                 rollout.trajectory.add(CallRecord(index=index, status="interrupted", error="in flight"))
             else:
                 self._interrupt(rollout, index)
-        if read_only and rollout.log:
+        if (read_only or not register) and rollout.log:
             rollout.log.close()
         log.info("recovered rollout %s: %d calls, %s", rollout_id, len(rollout.trajectory.calls),
                  rollout.trajectory.status)
+        return rollout
 
     def _interrupt(self, rollout: Rollout, index: int) -> None:
         record = CallRecord(index=index, status="interrupted", error="the proxy stopped during this call")

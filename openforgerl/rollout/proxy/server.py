@@ -44,7 +44,7 @@ def export(config: ProxyConfig, out: Path) -> tuple[int, int]:
     template = load_chat_template(config.model, config.tokenizer)
     registry = Registry(template, make_tool_parser(config.tool_parser), Store(config.data_dir))
     registry.recover(read_only=True)
-    trajectories = [r.trajectory for r in registry.by_id.values()]
+    trajectories = [registry.get(rollout_id).trajectory for rollout_id in [*registry.by_id, *registry.retired]]
     (export_parquet if out.suffix == ".parquet" else export_jsonl)(trajectories, out)
     return len(trajectories), sum(len(t.segments) for t in trajectories)
 

@@ -92,14 +92,35 @@ class Store:
             if id(log) in self._open:
                 self._open.move_to_end(id(log))
 
-    def scan(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-        """Every rollout on disk with its events, oldest first; a torn last line is skipped."""
+    def scan(self) -> Iterator[tuple[str, bytes]]:
+        """Every rollout log on disk (id, raw bytes), oldest first."""
         for path in sorted(self.root.glob("*.log"), key=lambda p: p.stat().st_mtime):
-            events = []
-            for number, line in enumerate(path.read_bytes().splitlines(), 1):
-                try:
-                    events.append(orjson.loads(line))
-                except orjson.JSONDecodeError:
-                    log.warning("%s:%d: unreadable line skipped (torn write?)", path, number)
-            if events and events[0].get("t") == "open":
-                yield path.stem, events
+            yield path.stem, path.read_bytes()
+
+    def read(self, rollout_id: str) -> list[dict[str, Any]]:
+        path = self.root / f"{rollout_id}.log"
+        return parse_events(path.read_bytes(), str(path)) if path.exists() else []
+
+
+def parse_events(data: bytes, where: str) -> list[dict[str, Any]]:
+    """The events of one log; a torn line (a write cut short by a crash) is skipped."""
+    events = []
+    for number, line in enumerate(data.splitlines(), 1):
+        try:
+            events.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            log.warning("%s:%d: unreadable line skipped (torn write?)", where, number)
+    return events if events and events[0].get("t") == "open" else []
+
+
+def finished_summary(data: bytes) -> dict[str, Any] | None:
+    """Status, reward and call count of a finished log, read without decoding its calls."""
+    last = data.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    try:
+        event = orjson.loads(last)
+    except orjson.JSONDecodeError:
+        return None
+    if event.get("t") != "finish":
+        return None
+    return {"status": event.get("status", "completed"), "reward": event.get("reward"),
+            "calls": data.count(b'{"t":"call"') + data.count(b'{"t":"interrupted"')}

@@ -208,3 +208,32 @@ def test_rollout_logs_keep_few_files_open_and_lose_no_event(tmp_path):
             log.append({"t": "call", "round": round_})
     assert sum(log._fd >= 0 for log in logs) <= 2
     assert [len(events) for _, events in [(p, p.read_text().splitlines()) for p in sorted(store.root.iterdir())]] == [3] * 5
+
+
+def test_finished_rollouts_leave_memory_and_are_read_back_from_their_logs():
+    proxy = InProcessProxy([write_call("a")])
+    proxy.registry.keep_finished = 1
+    admin = {"authorization": "Bearer test-admin-token"}
+
+    async def scenario():
+        async with proxy.client() as client:
+            made = [await proxy.new_rollout(client, {"n": i}) for i in range(3)]
+            before = {}
+            for rollout_id, token in made:
+                await chat(proxy, client, token, [SYSTEM, USER])
+                before[rollout_id] = await proxy.trajectory(client, rollout_id)
+                await client.post(f"/rollouts/{rollout_id}/finish", json={"reward": 0.5}, headers=admin)
+            after = {rollout_id: await proxy.trajectory(client, rollout_id) for rollout_id, _ in made}
+            listed = (await client.get("/rollouts", headers=admin)).json()["rollouts"]
+            again = await client.post(f"/rollouts/{made[0][0]}/finish", json={}, headers=admin)
+            late = await client.post(PATHS["chat"], json={"messages": [USER]},
+                                     headers={"authorization": f"Bearer {made[0][1]}"})
+            return made, before, after, listed, again, late
+
+    made, before, after, listed, again, late = run(scenario())
+    assert len(proxy.registry.by_id) == 1 and len(proxy.registry.retired) == 2
+    for rollout_id, _ in made:
+        assert after[rollout_id]["segments"] == before[rollout_id]["segments"]
+        assert after[rollout_id]["reward"] == 0.5 and after[rollout_id]["status"] == "completed"
+    assert sorted(r["id"] for r in listed) == sorted(r for r, _ in made)
+    assert again.status_code == 409 and late.status_code == 401
