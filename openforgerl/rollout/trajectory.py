@@ -148,14 +148,23 @@ class Trajectory:
             counts[status] = sum(c.status == status for c in self.calls)
         return counts
 
+    def timings(self) -> dict[str, float]:
+        """The rollout's model-call cost: calls, tokens and milliseconds summed over its calls."""
+        keys = ("prep_ms", "queue_ms", "engine_ms", "overhead_ms", "tokens_in", "tokens_out", "tokens_reused")
+        totals = {key: round(sum(c.telemetry.get(key, 0) for c in self.calls), 3) for key in keys}
+        return {"calls": len(self.calls), **totals}
+
     def rows(self) -> list[dict[str, Any]]:
-        """One training row per segment; reward, status and metadata on every row."""
+        """One training row per segment; reward, status, metadata and timings on every row."""
+        timings = self.timings()
         return [{"rollout_id": self.rollout_id, "segment": i, **seg.to_dict(), "reward": self.reward,
-                 "status": self.status, "metadata": self.metadata} for i, seg in enumerate(self.segments)]
+                 "status": self.status, "metadata": self.metadata, "timings": timings}
+                for i, seg in enumerate(self.segments)]
 
     def summary(self) -> dict[str, Any]:
         return {"id": self.rollout_id, "status": self.status, "reward": self.reward,
-                "metadata": self.metadata, "counts": self.counts(), "segments": len(self.segments),
+                "metadata": self.metadata, "counts": self.counts(), "timings": self.timings(),
+                "segments": len(self.segments),
                 "calls": [{"index": c.index, "status": c.status, "kind": c.kind, "segment": c.segment,
                            "finish": c.finish, "dialect": c.dialect, "error": c.error, **c.telemetry}
                           for c in self.calls]}
@@ -181,11 +190,12 @@ def export_parquet(trajectories: list[Trajectory], path: str | Path) -> Path:
         from openforgerl.errors import UserError
 
         raise UserError("parquet export needs pyarrow", fix='pip install "openforgerl[proxy]"') from exc
-    rows = [dict(row, metadata=json.dumps(row["metadata"])) for t in trajectories for row in t.rows()]
+    rows = [dict(row, metadata=json.dumps(row["metadata"]), timings=json.dumps(row["timings"]))
+            for t in trajectories for row in t.rows()]
     schema = pa.schema([("rollout_id", pa.string()), ("segment", pa.int32()),
                         ("prompt_ids", pa.list_(pa.int32())), ("response_ids", pa.list_(pa.int32())),
                         ("response_mask", pa.list_(pa.int8())), ("logprobs", pa.list_(pa.float32())),
                         ("calls", pa.list_(pa.int32())), ("reward", pa.float64()),
-                        ("status", pa.string()), ("metadata", pa.string())])
+                        ("status", pa.string()), ("metadata", pa.string()), ("timings", pa.string())])
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
     return Path(path)

@@ -196,6 +196,7 @@ def test_export_jsonl_and_parquet_put_reward_and_metadata_on_every_segment(tmp_p
     assert table[0]["response_mask"] == [1, 1, 0, 1] and table[1]["prompt_ids"] == [1, 2, 3, 9]
     assert table[0]["logprobs"] == pytest.approx([-0.5, -0.25, 0.0, -1.0])
     assert json.loads(table[1]["metadata"])["task"] == "t" and table[1]["status"] == "completed"
+    assert json.loads(table[0]["timings"])["calls"] == 4 and rows[0]["timings"]["calls"] == 4
 
 
 def test_rollout_logs_keep_few_files_open_and_lose_no_event(tmp_path):
