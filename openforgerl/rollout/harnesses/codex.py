@@ -26,7 +26,9 @@ class CodexHarness(Harness):
         argv = [self.launcher("codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
                 "--json", "--cd", ctx.workdir, "--model", ctx.model, ctx.instruction]
         # CODEX_HOME is HOME itself: a non-root agent owns it (a subdirectory we created would be root's).
-        env = quiet_env(CODEX_HOME=ctx.home, **{KEY_ENV: ctx.api_key})
+        # Codex puts its helper commands (apply_patch, ...) on PATH only when CODEX_HOME is outside the
+        # temp dir, so TMPDIR moves to /var/tmp (also world-writable, and outside HOME).
+        env = quiet_env(CODEX_HOME=ctx.home, TMPDIR="/var/tmp", **{KEY_ENV: ctx.api_key})
         return Invocation(argv, env, {f"{ctx.home}/config.toml": config_toml(ctx, merged_options(self, ctx))})
 
 

@@ -64,6 +64,7 @@ def test_codex_uses_a_custom_responses_provider_with_approvals_and_sandbox_off()
     assert inv.argv[1:4] == ["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
     assert inv.argv[inv.argv.index("--cd") + 1] == "/app"
     assert inv.env["CODEX_HOME"] == "/tmp/forge-home"
+    assert not inv.env["CODEX_HOME"].startswith(inv.env["TMPDIR"])  # else Codex puts no apply_patch on PATH
     config = tomllib.loads(inv.files["/tmp/forge-home/config.toml"])
     provider = config["model_providers"][config["model_provider"]]
     assert provider["base_url"] == f"{BASE}/v1" and provider["wire_api"] == "responses"
