@@ -17,7 +17,8 @@ KEY_ENV = "FORGE_API_KEY"
 
 
 class CodexHarness(Harness):
-    """Options: reasoning_effort (minimal|low|medium|high; codex sends none when unset)."""
+    """Options: reasoning_effort (minimal|low|medium|high; codex sends none when unset), context_window
+    (the policy's, in tokens: Codex knows no metadata for our model names and otherwise assumes a default)."""
 
     name = "codex"
     tool = "codex"
@@ -39,6 +40,8 @@ def config_toml(ctx: AgentContext, options: dict) -> str:
                 "web_search": "disabled", "hide_agent_reasoning": False}
     if "reasoning_effort" in options:
         settings["model_reasoning_effort"] = options["reasoning_effort"]
+    if "context_window" in options:
+        settings["model_context_window"] = int(options["context_window"])
     provider = {"name": "openforgerl proxy", "base_url": openai_base(ctx), "env_key": KEY_ENV,
                 "wire_api": "responses", "request_max_retries": 0, "stream_max_retries": 0}
     lines = [f"{key} = {toml_value(value)}" for key, value in settings.items()]

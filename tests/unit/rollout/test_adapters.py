@@ -74,9 +74,10 @@ def test_codex_uses_a_custom_responses_provider_with_approvals_and_sandbox_off()
     assert config["analytics"]["enabled"] is False and "model_reasoning_effort" not in config
 
 
-def test_codex_reasoning_effort_comes_from_the_run_options():
-    config = tomllib.loads(invocation("codex", reasoning_effort="low").files["/tmp/forge-home/config.toml"])
-    assert config["model_reasoning_effort"] == "low"
+def test_codex_reasoning_effort_and_context_window_come_from_the_run_options():
+    inv = invocation("codex", reasoning_effort="low", context_window="8192")
+    config = tomllib.loads(inv.files["/tmp/forge-home/config.toml"])
+    assert config["model_reasoning_effort"] == "low" and config["model_context_window"] == 8192
 
 
 def test_claude_code_talks_messages_to_the_proxy_root_with_every_alias_on_the_policy():
