@@ -216,10 +216,22 @@ def load_chat_template(model: str, tokenizer_dir: str | None = None) -> ChatTemp
         except ImportError as exc:
             raise UserError("loading a tokenizer needs transformers",
                             fix='pip install "openforgerl[model]"') from exc
-        return HFChatTemplate(AutoTokenizer.from_pretrained(tokenizer_dir))
+        template = HFChatTemplate(AutoTokenizer.from_pretrained(tokenizer_dir))
+        warn_without_tools(template, tokenizer_dir)
+        return template
     try:
         from openforgerl.models.registry import load_tokenizer
     except ImportError as exc:
         raise UserError(f"no model registry to load the tokenizer of {model!r}",
                         fix="pass --tokenizer DIR (a Hugging Face tokenizer directory)") from exc
     return HFChatTemplate(load_tokenizer(model))
+
+
+def warn_without_tools(template: ChatTemplate, where: str) -> None:
+    """Say so when a chat template drops tools: the harness's tools would silently vanish."""
+    probe = [{"type": "function", "function": {"name": "forge_probe_tool", "parameters": {"type": "object"}}}]
+    if "forge_probe_tool" not in template.render([{"role": "user", "content": "x"}], probe, True):
+        from openforgerl.log import get_logger
+
+        get_logger(__name__).warning("the chat template in %s ignores tools: harness tools will not reach the "
+                                     "model (use the model's tool-capable template, e.g. --model smollm2)", where)
