@@ -113,3 +113,4 @@ async def _in_process(settings: ProxySettings, model: str, data_dir: Path) -> As
         await handle.close()
         server.should_exit = True
         await serving
+        await app.service.aclose()  # lifespan is off: close the engine's connections ourselves
