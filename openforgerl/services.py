@@ -164,6 +164,8 @@ class Service(Generic[RecordT]):
 
 def is_alive(pid: int) -> bool:
     """True while ``pid`` runs; a zombie counts as dead (and is reaped if it is our child)."""
+    if pid <= 0:  # waitpid(0 or -n) would reap some *other* child
+        return False
     try:
         reaped, _ = os.waitpid(pid, os.WNOHANG)
         if reaped == pid:

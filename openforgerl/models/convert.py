@@ -29,6 +29,7 @@ from typing import Any
 from openforgerl.errors import ResourceError, StackError, UserError, map_os_errors
 from openforgerl.log import get_logger
 from openforgerl.models.registry import MODEL_EXTRA_HINT, ModelSpec, chat_template_text, get_model, model_dir
+from openforgerl.services import is_alive
 
 log = get_logger(__name__)
 
@@ -203,18 +204,9 @@ def _remove_stale_temporaries(target: Path) -> None:
     """Delete staging/retired directories left by pulls that were killed (their pid is gone)."""
     for leftover in target.parent.glob(f".{target.name}.*-*"):
         pid = leftover.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not is_alive(int(pid)):
             shutil.rmtree(leftover, ignore_errors=True)
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _require_free_space(directory: Path) -> None:

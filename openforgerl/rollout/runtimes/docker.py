@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from openforgerl.errors import ForgeError, SandboxError
 from openforgerl.rollout.runtime import (LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_RUN, ExecResult, Runtime,
                                          Sandbox, SandboxHealth, SandboxSpec)
+from openforgerl.services import is_alive
 
 # Docker's default capability set minus the ones an agent never needs (raw sockets, mknod, chroot,
 # file capabilities, audit). Enough for apt, chown and su inside the sandbox.
@@ -129,7 +130,7 @@ class DockerRuntime(Runtime):
         # sparse: no per-container inspect, which races with containers other runs remove meanwhile
         for container in self.client.containers.list(all=True, sparse=True, filters={"label": LABEL_RUN}):
             labels = container.attrs.get("Labels") or {}
-            if labels.get(LABEL_OWNER_HOST) != host or _pid_alive(int(labels.get(LABEL_OWNER_PID, "0") or 0)):
+            if labels.get(LABEL_OWNER_HOST) != host or is_alive(int(labels.get(LABEL_OWNER_PID, "0") or 0)):
                 continue
             with _quiet():  # already gone is fine
                 container.remove(force=True)
@@ -142,17 +143,6 @@ def is_loopback_registry(image: str) -> bool:
     host = first.rsplit(":", 1)[0] if first.count(":") == 1 else first
     return host in ("localhost", "127.0.0.1", "[::1]") or host.startswith("127.")
 
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class DockerSandbox(Sandbox):
