@@ -27,3 +27,27 @@ def vllm_base_url():
     yield url
     if not already:
         forge_cli("serve", "--stop")
+
+
+@pytest.fixture(scope="session")
+def build_cached():
+    """build(context_dir, tag) -> tag: a docker build, skipped when the tag was built from the same bytes."""
+    import docker.errors
+
+    from openforgerl.envs.docker_engine import docker_client
+    from openforgerl.envs.images import environment_hash
+
+    client = docker_client()
+
+    def build(context, tag: str) -> str:
+        key = environment_hash(context)
+        try:
+            if client.images.get(tag).labels.get("openforgerl.test-context") == key:
+                return tag
+        except docker.errors.ImageNotFound:
+            pass
+        client.images.build(path=str(context), tag=tag, network_mode="host", rm=True, forcerm=True, pull=False,
+                            labels={"openforgerl.test-context": key})
+        return tag
+
+    return build

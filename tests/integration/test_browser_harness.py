@@ -6,7 +6,6 @@ app received. Right actions fill and submit the form (reward 1); wrong ones do n
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -21,7 +20,6 @@ from openforgerl.rollout.run import run_rollouts
 pytestmark = [pytest.mark.docker, pytest.mark.harness]
 
 GUI_IMAGE = "openforgerl/test-gui:latest"
-HASH_LABEL = "openforgerl.test-gui-context"
 TEMPLATE = Path(__file__).parents[2] / "openforgerl" / "templates" / "env" / "gui"
 
 INDEX_HTML = """<!doctype html>
@@ -79,31 +77,10 @@ def build_context(dest: Path) -> Path:
     return dest
 
 
-def context_hash(context: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(p for p in context.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:20]
-
-
 @pytest.fixture(scope="module")
-def gui_image(tmp_path_factory) -> str:
+def gui_image(tmp_path_factory, build_cached) -> str:
     """openforgerl/test-gui:latest, rebuilt only when the template or the page changed."""
-    import docker.errors
-
-    from openforgerl.envs.docker_engine import docker_client
-
-    client = docker_client()
-    context = build_context(tmp_path_factory.mktemp("gui-context"))
-    key = context_hash(context)
-    try:
-        if client.images.get(GUI_IMAGE).labels.get(HASH_LABEL) == key:
-            return GUI_IMAGE
-    except docker.errors.ImageNotFound:
-        pass
-    client.images.build(path=str(context), tag=GUI_IMAGE, network_mode="host", rm=True, forcerm=True,
-                        labels={HASH_LABEL: key})
-    return GUI_IMAGE
+    return build_cached(build_context(tmp_path_factory.mktemp("gui-context")), GUI_IMAGE)
 
 
 @pytest.fixture(scope="module")

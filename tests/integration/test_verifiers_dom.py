@@ -9,7 +9,6 @@ The web app renders its state with JavaScript, so only a real browser sees what 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib.util
 import json
 import shutil
@@ -25,7 +24,6 @@ from openforgerl.verifiers import compile_verifier
 pytestmark = pytest.mark.docker
 
 IMAGE = "openforgerl/test-gui-verifier:latest"
-HASH_LABEL = "openforgerl.test-gui-verifier-context"
 TEMPLATE = Path(__file__).parents[2] / "openforgerl" / "templates" / "env" / "gui"
 SITE_PACKAGES = "/usr/local/lib/python3.11/dist-packages/"
 
@@ -87,31 +85,10 @@ def build_context(dest: Path) -> Path:
     return dest
 
 
-def context_hash(context: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(p for p in context.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:20]
-
-
 @pytest.fixture(scope="module")
-def gui_image(tmp_path_factory) -> str:
+def gui_image(tmp_path_factory, build_cached) -> str:
     """The gui template + playwright, rebuilt only when the template, page or playwright changed."""
-    import docker.errors
-
-    from openforgerl.envs.docker_engine import docker_client
-
-    client = docker_client()
-    context = build_context(tmp_path_factory.mktemp("gui-verifier-context"))
-    key = context_hash(context)
-    try:
-        if client.images.get(IMAGE).labels.get(HASH_LABEL) == key:
-            return IMAGE
-    except docker.errors.ImageNotFound:
-        pass
-    client.images.build(path=str(context), tag=IMAGE, network_mode="host", rm=True, forcerm=True,
-                        labels={HASH_LABEL: key})
-    return IMAGE
+    return build_cached(build_context(tmp_path_factory.mktemp("gui-verifier-context")), IMAGE)
 
 
 def make_task(root: Path, image: str) -> Path:
