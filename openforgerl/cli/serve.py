@@ -19,8 +19,11 @@ if TYPE_CHECKING:
 @click.option("--dtype", default=None, help="Override the dtype (default: float32 on CPU, vLLM's choice on GPU).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True)
 @click.option("--timeout", "timeout_s", default=600.0, show_default=True, help="Seconds to wait for /health.")
+@click.option("--max-model-len", type=click.IntRange(256), default=None,
+              help="Context length in tokens (default: the model's, 8192 for smollm2).")
 @click.option("--stop", is_flag=True, help="Stop the server forge started, and exit.")
-def serve(model_name: str, host: str, port: int, dtype: str | None, device: str, timeout_s: float, stop: bool) -> None:
+def serve(model_name: str, host: str, port: int, dtype: str | None, device: str, timeout_s: float,
+          max_model_len: int | None, stop: bool) -> None:
     """Serve a model with vLLM in the background; print its OpenAI base URL once healthy."""
     from openforgerl.models.registry import get_model
     from openforgerl.serving import vllm
@@ -32,7 +35,7 @@ def serve(model_name: str, host: str, port: int, dtype: str | None, device: str,
         return
     get_model(model_name)  # an unknown name fails before anything starts
     config = vllm.VllmConfig(model=model_name, host=host, port=port, dtype=dtype, device=device,
-                             startup_timeout_s=timeout_s)
+                             startup_timeout_s=timeout_s, max_model_len=max_model_len)
     click.echo(f"serving {model_name} (log: {vllm.log_path()}) ...", err=True)
     result = vllm.serve(config)
     how = f"started in {result.seconds:.0f} s" if result.started else "already serving"

@@ -48,7 +48,8 @@ MODELS: dict[str, ModelSpec] = {
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         chat_template="smollm2_tools.jinja",
         tool_call_parser="hermes",
-        max_model_len=4096,
+        # The model's trained context; real harness prompts need it (Codex ~6.5k tokens, opencode ~7.7k).
+        max_model_len=8192,
     ),
 }
 

@@ -35,6 +35,8 @@ class ProxySettings(BaseModel):
     """The in-run proxy's engine (vLLM from ``forge serve`` by default)."""
     tokenizer: str | None = None
     """A tokenizer directory instead of the pulled model's."""
+    force_tool_calls: int = Field(0, ge=0)
+    """In-run proxy: force a tool call on the first N calls of each rollout (small policies)."""
 
 
 class ProxyHandle:
@@ -94,7 +96,8 @@ async def _in_process(settings: ProxySettings, model: str, data_dir: Path) -> As
 
     token = secrets.token_urlsafe(24)
     config = ProxyConfig(host=settings.host, port=settings.port, admin_token=token, model=model,
-                         tokenizer=settings.tokenizer, engine=settings.engine, data_dir=str(data_dir))
+                         tokenizer=settings.tokenizer, engine=settings.engine, data_dir=str(data_dir),
+                         force_tool_calls=settings.force_tool_calls)
     app = await asyncio.to_thread(build_app, config)
     server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, http="httptools",
                                            lifespan="off", access_log=False, log_level="warning",

@@ -34,3 +34,7 @@ class ProxyConfig(BaseModel):
     """Engine calls at once (0: no limit); the rest wait, and their wait is the queue time."""
     engine: EngineConfig = Field(default_factory=ScriptedEngineConfig)
     """The inference engine behind the proxy."""
+    force_tool_calls: int = Field(0, ge=0)
+    """For policies too small to call tools on their own: the first N calls of each rollout that offer
+    tools with tool_choice auto are made to start a tool call, as tool_choice "required" does (the
+    forced tokens are recorded with mask 0). Harnesses such as Codex never send "required" themselves."""

@@ -74,15 +74,18 @@ class ProxyService:
     """Serves calls for the rollouts in ``registry``."""
 
     def __init__(self, template: ChatTemplate, parser: ToolParser, engine: Engine, registry: Registry,
-                 max_inflight: int = 0) -> None:
+                 max_inflight: int = 0, force_tool_calls: int = 0) -> None:
         self.template, self.parser, self.engine, self.registry = template, parser, engine, registry
+        self.force_tool_calls = force_tool_calls
         self._slots = asyncio.Semaphore(max_inflight) if max_inflight > 0 else None
         self._io = ThreadPoolExecutor(max_workers=8, thread_name_prefix="forge-wal")
 
     def prompt_tokens(self, request: ChatRequest) -> int:
         return len(self.template.encode(self.template.render(request.messages, request.tools, True)))
 
-    def forced_ids(self, request: ChatRequest) -> list[int]:
+    def forced_ids(self, request: ChatRequest, call_index: int = 0) -> list[int]:
+        if request.tools and request.tool_choice == "auto" and call_index < self.force_tool_calls:
+            request.tool_choice = "required"  # the proxy's policy setting, not the harness's request
         if not request.tools or request.tool_choice in ("auto", "none"):
             return []
         name = None if request.tool_choice == "required" else request.tool_choice
@@ -96,7 +99,8 @@ class ProxyService:
         except Exception as exc:  # noqa: BLE001  (the template rejects this input: the caller's 400)
             raise BadRequest(f"the chat template cannot render this conversation: {exc}") from exc
         request.prompt_tokens = len(plan.prompt_ids)
-        state = CallState(rollout, plan, rollout.begin_call(), dialect, received, forced=self.forced_ids(request))
+        index = rollout.begin_call()
+        state = CallState(rollout, plan, index, dialect, received, forced=self.forced_ids(request, index))
         state.marks["prepared"] = time.perf_counter()
         committed = False
         try:
