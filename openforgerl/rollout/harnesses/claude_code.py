@@ -14,7 +14,9 @@ from openforgerl.rollout.harnesses._cli import merged_options, quiet_env
 
 
 class ClaudeCodeHarness(Harness):
-    """Options: max_turns (agentic turns before it stops), allowed_tools (instead of skipping permissions)."""
+    """Options: max_turns (agentic turns before it stops), allowed_tools (instead of skipping permissions),
+    tools (the built-in tools offered, e.g. "Write,Bash"), system_prompt (replaces the default one).
+    The last two shrink its ~12k-token prompt for small-context policies."""
 
     name = "claude-code"
     tool = "claude-code"
@@ -29,6 +31,10 @@ class ClaudeCodeHarness(Harness):
             argv += ["--dangerously-skip-permissions"]
         if "max_turns" in options:
             argv += ["--max-turns", str(int(options["max_turns"]))]
+        if "tools" in options:
+            argv += ["--tools", str(options["tools"])]
+        if "system_prompt" in options:
+            argv += ["--system-prompt", str(options["system_prompt"])]
         return Invocation(argv, claude_env(ctx))
 
 

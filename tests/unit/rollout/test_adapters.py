@@ -158,3 +158,10 @@ def test_run_options_override_constructor_options():
     harness = make_harness("claude-code", max_turns=3)
     argv = harness.invocation(context(max_turns=9)).argv
     assert argv[argv.index("--max-turns") + 1] == "9"
+
+
+def test_claude_code_tool_set_and_system_prompt_can_be_narrowed_for_small_context_policies():
+    argv = invocation("claude-code", tools="Write", system_prompt="Use the Write tool.").argv
+    assert argv[argv.index("--tools") + 1] == "Write"
+    assert argv[argv.index("--system-prompt") + 1] == "Use the Write tool."
+    assert "--tools" not in invocation("claude-code").argv
