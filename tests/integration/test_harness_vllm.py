@@ -1,0 +1,71 @@
+"""Real harness CLIs against the real policy: Codex (Responses), Claude Code (Messages) and
+mini-swe-agent (Chat) in containers, their calls served by vLLM CPU + SmolLM2 through the proxy.
+
+SmolLM2-135M does not start tool calls on its own, so the proxy forces the first call of each
+rollout to begin one (``force_tool_calls``); whether the file then gets written is up to the model.
+What must hold whatever the model does (at ~20 tokens/s on CPU it often runs out of its 90 s):
+one recorded policy status, every call served in the
+harness's own dialect, and a token-exact record (forced tokens masked out, sampled ones with logprobs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from openforgerl.rollout.orchestrator import RolloutConfig
+from openforgerl.rollout.proxy_handle import ProxySettings
+from openforgerl.rollout.proxy.tool_parser import make_tool_parser
+from openforgerl.rollout.run import run_rollouts
+from openforgerl.testing.proxy import policy_template
+
+pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.harness]
+
+CASES = {
+    "codex": ("responses", {}),
+    "claude-code": ("messages", {"tools": "Write", "max_turns": 1,
+                                 "system_prompt": "You write files with the Write tool. Be brief."}),
+    "mini-swe-agent": ("chat", {"step_limit": 2}),
+}
+
+
+def make_task(root: Path) -> Path:
+    task = root / "hello"
+    for sub in ("environment", "tests"):
+        (task / sub).mkdir(parents=True)
+    (task / "task.toml").write_text('[task]\nname = "hello"\ndomain = "claw"\n[agent]\ntimeout_sec = 240\n')
+    (task / "instruction.md").write_text("Create the file /app/hello.txt containing hi.\n")
+    (task / "environment" / "Dockerfile").write_text("FROM openforgerl/base:bookworm\nRUN mkdir -p /app\n")
+    (task / "tests" / "test.sh").write_text(
+        '#!/bin/bash\n[ "$(cat /app/hello.txt 2>/dev/null)" = hi ] && r=1 || r=0\n'
+        'echo "{\\"reward\\": $r}" > /logs/verifier/reward.json\n')
+    return task
+
+
+@pytest.mark.parametrize("harness", list(CASES))
+def test_real_cli_through_the_proxy_on_vllm_is_recorded_token_exactly(tmp_path: Path, vllm_base_url: str,
+                                                                      harness: str):
+    dialect, options = CASES[harness]
+    config = RolloutConfig(tasks=[str(make_task(tmp_path))], harness=harness, harness_options=options,
+                           run_dir=str(tmp_path / "run"), agent_timeout_sec=90,
+                           proxy=ProxySettings(engine={"type": "vllm", "base_url": vllm_base_url.removesuffix("/v1")},
+                                               force_tool_calls=1))
+    run_dir, [result] = asyncio.run(run_rollouts(config))
+    assert result.status in ("success", "failure", "agent_timeout"), result.reason
+    trajectory = json.loads((run_dir / result.trajectory).read_text())
+    calls = [c for c in trajectory["calls"] if c["status"] == "ok"]
+    assert calls and {c["dialect"] for c in calls} == {dialect}, trajectory["calls"]
+    forced = policy_template().encode(make_tool_parser("hermes").forced_prefix(None))
+    for segment in trajectory["segments"]:
+        ids, mask, logprobs = segment["response_ids"], segment["response_mask"], segment["logprobs"]
+        assert len(ids) == len(mask) == len(logprobs)
+        sampled = [lp for lp, m in zip(logprobs, mask) if m == 1]
+        assert sampled and all(lp <= 0 for lp in sampled)
+        assert all(lp == 0 for lp, m in zip(logprobs, mask) if m == 0)
+    first = trajectory["segments"][calls[0]["segment"]]
+    # The forced tool-call opening starts the first answer and is not the model's: mask 0.
+    assert first["response_ids"][: len(forced)] == forced
+    assert first["response_mask"][: len(forced) + 1] == [0] * len(forced) + [1]
