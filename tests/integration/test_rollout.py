@@ -182,3 +182,12 @@ def test_sandbox_oom_is_an_infra_error_not_a_policy_failure(tmp_path: Path):
     hog = ShellHarness("python3 -c 'x = bytearray(512 * 2**20)'")
     _, results = rollout(config(tmp_path, [task]), harness=hog)
     assert results[0].status == "infra_error" and "OOM" in results[0].reason
+
+
+def test_forced_tool_calls_with_the_scripted_engine_still_succeed(tmp_path: Path):
+    task = make_task(tmp_path, "hello")
+    cfg = config(tmp_path, [task], harness_options={"tool_choice": "required"})
+    run_dir, results = rollout(cfg)
+    assert [(r.status, r.reward) for r in results] == [("success", 1.0)]
+    segment = json.loads((run_dir / results[0].trajectory).read_text())["segments"][0]
+    assert segment["response_mask"][0] == 0  # the forced opening is the proxy's, not the policy's

@@ -22,6 +22,18 @@ def fake_logprob(token_id: int, position: int) -> float:
     return -((token_id * 7919 + position * 104729) % 997 + 1) / 1000.0
 
 
+def already_said(prompt_ids: list[int], answer_ids: list[int], longest: int = 32) -> int:
+    """How many leading ids of the scripted answer the prompt already ends with (at least 2, else 0).
+
+    The proxy forces a tool call by putting its opening (``<tool_call>``) at the end of the prompt;
+    a real model continues after it, so the script must too instead of repeating it.
+    """
+    for k in range(min(longest, len(prompt_ids), len(answer_ids)), 1, -1):
+        if prompt_ids[-k:] == answer_ids[:k]:
+            return k
+    return 0
+
+
 class ScriptedEngine(Engine):
     def __init__(self, config: ScriptedEngineConfig, *, template: ChatTemplate, tool_parser: ToolParser,
                  respond: Callable[[list[int]], ScriptTurn] | None = None) -> None:
@@ -43,6 +55,7 @@ class ScriptedEngine(Engine):
         self.prompts.append(list(prompt_ids))
         turn = self._respond(prompt_ids) if self._respond else next(self._turns)
         ids = self.turn_ids(turn)
+        ids = ids[already_said(prompt_ids, ids):]
         finish = "stop"
         if sampling.max_tokens is not None and len(ids) > sampling.max_tokens:
             ids, finish = ids[: sampling.max_tokens], "length"
