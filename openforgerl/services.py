@@ -99,11 +99,12 @@ class Service(Generic[RecordT]):
         """Stop the service's process group (TERM, KILL after ``grace_s``) and forget it; None if none ran."""
         record = self.running()
         if record is not None:
+            # Identity was checked by running(); from here wait on the pid itself, since an exiting
+            # process shows an empty cmdline before it is gone.
             _signal_group(record.pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace_s
-            while _is_running(record) and time.monotonic() < deadline:
-                time.sleep(0.1)
+            _wait_gone(record.pid, grace_s)
             _signal_group(record.pid, signal.SIGKILL)  # children that ignored TERM, or a wedged leader
+            _wait_gone(record.pid, 5.0)
         self._forget()
         return record
 
@@ -210,6 +211,12 @@ def _same_command(running: list[str], started: list[str]) -> bool:
         return False
     program = Path(started[0]).name
     return any(Path(part).name == program for part in running[: len(running) - len(args)])
+
+
+def _wait_gone(pid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while is_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
