@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.rollout.harness import AgentContext, Harness, Invocation
+from openforgerl.rollout.harness import Harness
 from openforgerl.rollout.orchestrator import STATUSES, RolloutConfig
 from openforgerl.rollout.proxy_handle import ProxySettings
 from openforgerl.rollout.run import run_rollouts
+from openforgerl.testing.harnesses import ShellHarness
 
 pytestmark = pytest.mark.docker
 
@@ -60,18 +61,6 @@ def rollout(cfg: RolloutConfig, harness: Harness | None = None):
     assert all(line["status"] in STATUSES for line in lines)
     return run_dir, results
 
-
-class ShellHarness(Harness):
-    """A stand-in agent that runs one shell command (fault injection)."""
-
-    name = "shell"
-
-    def __init__(self, script: str) -> None:
-        super().__init__()
-        self.script = script
-
-    def invocation(self, ctx: AgentContext) -> Invocation:
-        return Invocation(["bash", "-c", self.script])
 
 
 def test_react_right_tool_call_succeeds_and_the_trajectory_is_recorded(tmp_path: Path):

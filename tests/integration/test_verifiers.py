@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from openforgerl.envs.render import render_environment
-from openforgerl.rollout.harness import AgentContext, Harness, Invocation
+from openforgerl.rollout.harness import Harness
 from openforgerl.rollout.orchestrator import RolloutConfig
 from openforgerl.rollout.run import run_rollouts
 from openforgerl.verifiers import compile_verifier
+from openforgerl.testing.harnesses import ShellHarness
 
 pytestmark = pytest.mark.docker
 
@@ -50,18 +51,6 @@ VERIFIER = {
     ],
 }
 
-
-class ShellHarness(Harness):
-    """An agent that runs one shell script (a cheater, here)."""
-
-    name = "shell"
-
-    def __init__(self, script: str) -> None:
-        super().__init__()
-        self.script = script
-
-    def invocation(self, ctx: AgentContext) -> Invocation:
-        return Invocation(["bash", "-c", self.script])
 
 
 def make_task(root: Path) -> Path:

@@ -1,0 +1,18 @@
+"""A harness double: an "agent" that runs one fixed shell script, for fault injection and cheating tests."""
+
+from __future__ import annotations
+
+from openforgerl.rollout.harness import AgentContext, Harness, Invocation
+
+
+class ShellHarness(Harness):
+    """Runs ``script`` with bash in the sandbox instead of a model-driven agent."""
+
+    name = "shell"
+
+    def __init__(self, script: str) -> None:
+        super().__init__()
+        self.script = script
+
+    def invocation(self, ctx: AgentContext) -> Invocation:
+        return Invocation(["bash", "-c", self.script])
