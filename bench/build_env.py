@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from openforgerl.envs.build import BuildEnvConfig, EnvBuilder, build_envs  # noqa: E402
-from openforgerl.envs.images import task_image_tag  # noqa: E402
+from openforgerl.containers.images import task_image_tag  # noqa: E402
 from openforgerl.envs.render import render_environment  # noqa: E402
 from openforgerl.tasks import Task  # noqa: E402
 
@@ -78,7 +78,7 @@ async def build_phase(builder: EnvBuilder, tasks: list[Path]) -> tuple[float, in
 
 
 def remove_images(tasks: list[Path]) -> None:
-    from openforgerl.envs.docker_engine import docker_client
+    from openforgerl.containers.client import docker_client
 
     client = docker_client()
     for tag in {task_image_tag(Task.load(t)) for t in tasks}:

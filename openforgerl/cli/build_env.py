@@ -31,7 +31,7 @@ def build_env(tasks, config_file, registry, no_push, repair_model, repair_model_
     """Build and validate the environments of TASKS (task dirs or dirs of task dirs)."""
     from openforgerl.config import resolve
     from openforgerl.envs.build import BuildEnvConfig
-    from openforgerl.envs.build_console import build_with_progress
+    from openforgerl.cli.build_env_view import build_with_progress
 
     flags = {"registry": registry, "rounds": rounds, "repeats": repeats, "manifest": manifest, "out_dir": out_dir,
              "repair.base_url": repair_model, "repair.model": repair_model_name}

@@ -25,7 +25,7 @@ def rollout(tasks, config_file, harness, model, attempts, concurrency, runtime, 
             overrides) -> None:
     """Roll out a harness on TASKS (task dirs, dirs of task dirs, or a build-env manifest.jsonl)."""
     from openforgerl.config import resolve
-    from openforgerl.rollout.console import run_with_progress
+    from openforgerl.cli.rollout_view import run_with_progress
     from openforgerl.rollout.orchestrator import RolloutConfig
 
     flags = {"harness": harness, "model": model, "attempts": attempts, "concurrency": concurrency,

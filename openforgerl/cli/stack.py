@@ -15,7 +15,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from openforgerl.cli import cli
-from openforgerl.stack import PART_PATHS, STACK_UP, Action, Part, PartStatus, default_parts, load_part
+from openforgerl.stack import parts as stack_parts
+from openforgerl.stack.part import Action, Part, PartStatus
+from openforgerl.stack.parts import STACK_UP, default_parts, load_part
 
 
 def _load_status(key: str) -> Part | PartStatus:
@@ -23,7 +25,7 @@ def _load_status(key: str) -> Part | PartStatus:
     try:
         return load_part(key)
     except Exception as exc:  # any import failure (missing module, missing extra, bug) is one row
-        return PartStatus(key, False, f"cannot load {PART_PATHS[key]}: {type(exc).__name__}: {exc}",
+        return PartStatus(key, False, f"cannot load {stack_parts.PARTS.path(key)}: {type(exc).__name__}: {exc}",
                           fix="install the missing extra or module, then rerun forge doctor")
 
 
@@ -61,7 +63,7 @@ def status_table(statuses: list[PartStatus]) -> Table:
 @cli.command()
 def doctor() -> None:
     """Show whether each part of the local stack is ready (changes nothing)."""
-    statuses = collect_statuses(tuple(PART_PATHS))
+    statuses = collect_statuses(tuple(stack_parts.PARTS.names()))
     Console().print(status_table(statuses))
     if blocking(statuses):
         sys.exit(1)

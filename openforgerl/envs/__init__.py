@@ -1,1 +1,6 @@
-"""Environments: the local Docker engine, the base image, the registry, and (``forge build-env``) task images."""
+"""``forge build-env``: task directories -> checked, built, validated, repaired, published environments.
+
+``build`` (the pipeline), ``checks`` (static checks), ``baselines`` (nop/oracle runs), ``repair``
+(the LLM repairer), ``publish`` (push + pin), ``render`` (templated environments), ``harbor``
+(import/export). The local stack it builds on lives in ``openforgerl.stack``.
+"""

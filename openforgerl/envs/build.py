@@ -26,13 +26,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from openforgerl.config import save_resolved
-from openforgerl.envs import build_publish as publish
-from openforgerl.envs.build_checks import Finding, check_dependencies, static_checks
-from openforgerl.envs.build_e2e import end_to_end
-from openforgerl.envs.build_repair import Repairer, RepairSettings, apply_edits, task_files
+from openforgerl.containers.client import docker_client
+from openforgerl.containers.images import ensure_task_image
+from openforgerl.containers.refs import ensure_local
+from openforgerl.envs import publish
+from openforgerl.envs.checks import Finding, check_dependencies, static_checks
+from openforgerl.envs.baselines import end_to_end
+from openforgerl.envs.repair import Repairer, RepairSettings, apply_edits, task_files
 from openforgerl.envs.render import render_environment
 from openforgerl.errors import EnvBuildError, ForgeError
 from openforgerl.log import get_logger
+from openforgerl.manifest import append_manifest
+from openforgerl.stack.registry import registry_address
 from openforgerl.tasks import Task, find_task_dirs
 
 log = get_logger(__name__)
@@ -118,15 +123,11 @@ class EnvBuilder:
     """Builds a batch; ``progress(task, text)`` is told what each task is doing."""
 
     def __init__(self, config: BuildEnvConfig, out_dir: Path, progress: Progress | None = None) -> None:
-        from openforgerl.envs.docker_engine import docker_client
-        from openforgerl.envs.registry import registry_address
-
         self.config, self.out_dir = config, out_dir
         self.progress = progress or (lambda task, text: None)
         self.client = docker_client()
         self.registry = config.registry or registry_address()
         self.repairer = Repairer(config.repair) if config.repair else None
-        self._image_locks: dict[str, asyncio.Lock] = {}
         self._labels: dict[Path, str] = {}
 
     async def run(self, task_dirs: list[Path]) -> list[TaskOutcome]:
@@ -230,41 +231,14 @@ class EnvBuilder:
         return not failing
 
     async def _image(self, task: Task) -> tuple[str, bool]:
-        """The task's image tag and whether it had to be built; one build per content hash at a time."""
-        import docker.errors
-
-        from openforgerl.envs.images import ensure_task_image, task_image_tag
-
-        if task.config.environment.docker_image:
-            return await asyncio.to_thread(self._prebuilt, task.config.environment.docker_image), False
-        tag = task_image_tag(task)
-        lock = self._image_locks.setdefault(tag, asyncio.Lock())
-        async with lock:
-            try:
-                await asyncio.to_thread(self.client.images.get, tag)
-                return tag, False
-            except docker.errors.ImageNotFound:
-                return await asyncio.to_thread(ensure_task_image, self.client, task), True
-
-    def _prebuilt(self, image: str) -> str:
-        """A task's own prebuilt image: local, or pulled from a loopback registry — never from a public one."""
-        import docker.errors
-
-        from openforgerl.rollout.runtimes.docker import is_loopback_registry
-
-        try:
-            self.client.images.get(image)
-        except docker.errors.ImageNotFound:
-            if not is_loopback_registry(image):
-                raise EnvBuildError(f"[environment] docker_image {image} is not present locally and would be pulled "
-                                    "from a public registry", fix="load it (docker load) or push it to the local "
-                                    "registry, or remove docker_image so environment/Dockerfile is built") from None
-            try:
-                self.client.images.pull(image)
-            except docker.errors.APIError as exc:
-                raise EnvBuildError(f"pulling {image} failed: {exc.explanation or exc}",
-                                    fix="check the local registry (forge stack up)") from exc
-        return image
+        """The task's image and whether this round built it (one build per content hash at a time)."""
+        pinned = task.config.environment.docker_image
+        if pinned:  # a task's own prebuilt image: local, or from a loopback registry, never a public one
+            await asyncio.to_thread(ensure_local, self.client, pinned, EnvBuildError,
+                                    fix="load it (docker load) or push it to the local registry, or remove "
+                                        "docker_image so environment/Dockerfile is built")
+            return pinned, False
+        return await asyncio.to_thread(ensure_task_image, self.client, task)
 
     async def _repair(self, task_dir: Path, number: int, attempt: _Attempt, rounds: list[RoundRecord]) -> dict:
         assert self.repairer is not None
@@ -296,7 +270,7 @@ class EnvBuilder:
             outcome.passed, outcome.stage, outcome.reason = False, "record", str(exc)
             return
         if outcome.passed and outcome.image_digest:
-            publish.append_manifest(self.manifest_path(), {
+            append_manifest(self.manifest_path(), {
                 "task": outcome.task, "path": str(task_dir.resolve()), "image": outcome.image_digest,
                 "validation": {k: v for k, v in values.items() if k not in ("image", "image_digest") and v is not None},
                 "date": values["date"]})

@@ -15,6 +15,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openforgerl.containers.refs import is_loopback_registry
 from openforgerl.envs.render import render_environment
 from openforgerl.errors import UserError
 from openforgerl.tasks import DOCKERFILE, TASK_TOML, Task, find_task_dirs, validate_task_dir
@@ -93,8 +94,6 @@ def export_harbor(tasks: list[Path], out: Path, *, overwrite: bool = False) -> l
 
 
 def _drop_loopback_pin(task: Task) -> list[str]:
-    from openforgerl.rollout.runtimes.docker import is_loopback_registry
-
     image = task.config.environment.docker_image
     if not image or not is_loopback_registry(image) or not task.dockerfile.is_file():
         return []

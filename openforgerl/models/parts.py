@@ -10,7 +10,7 @@ import importlib.metadata
 
 from openforgerl.models.convert import pull, read_marker
 from openforgerl.models.registry import DEFAULT_MODEL, get_model, model_dir
-from openforgerl.stack import Action, Part, PartStatus, Reporter
+from openforgerl.stack.part import Action, Part, PartStatus, Reporter
 
 
 class ModelPart(Part):

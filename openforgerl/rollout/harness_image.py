@@ -12,12 +12,12 @@ import hashlib
 import io
 import tarfile
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 import docker.errors
 
+from openforgerl.containers.images import build_once, image_exists
 from openforgerl.errors import SandboxError
 from openforgerl.rollout.harness import TOOLS_MOUNT
 from openforgerl.rollout.harnesses.install import get_package, installed
@@ -25,8 +25,6 @@ from openforgerl.paths import tools_dir
 
 LAYER_REPO = "openforgerl/harness"
 LABEL_LAYER = "openforgerl.harness-layer"
-_locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
 
 
 def layer_tag(task_image_id: str, tool: str, fingerprint: str) -> str:
@@ -47,17 +45,8 @@ def harness_image(client: Any, task_image: str, tool: str | None, root: Path | N
     except docker.errors.ImageNotFound as exc:
         raise SandboxError(f"image {task_image} not found", fix="build it (forge build-env)") from exc
     tag = layer_tag(base.id, tool, record.fingerprint)
-    with _lock(tag):
-        try:
-            client.images.get(tag)
-        except docker.errors.ImageNotFound:
-            _build(client, base.id, tool, root, tag)
+    build_once(tag, lambda: image_exists(client, tag), lambda: _build(client, base.id, tool, root, tag))
     return tag
-
-
-def _lock(tag: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault(tag, threading.Lock())
 
 
 def _build(client: Any, base_id: str, tool: str, root: Path, tag: str) -> None:

@@ -223,9 +223,8 @@ class Orchestrator:
         timeout = self.config.verifier_timeout_sec or task.config.verifier.timeout_sec
         verdict = await run_verifier(sandbox, task, timeout, self.config.workdir)
         outcome.timings["verifier_s"] = verdict.seconds
-        if verdict.output is not None:
-            _write(self.run_dir / "logs" / outcome.rollout_id / "verifier.stdout", verdict.output.stdout)
-            _write(self.run_dir / "logs" / outcome.rollout_id / "verifier.stderr", verdict.output.stderr)
+        _write(self.run_dir / "logs" / outcome.rollout_id / "verifier.stdout", verdict.stdout)
+        _write(self.run_dir / "logs" / outcome.rollout_id / "verifier.stderr", verdict.stderr)
         outcome.metrics = verdict.metrics
         if verdict.error:
             health = await sandbox.health()

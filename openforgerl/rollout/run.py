@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.config import save_resolved
-from openforgerl.errors import UserError
+from openforgerl.manifest import published_tasks
 from openforgerl.rollout.harness import Harness
 from openforgerl.rollout.harnesses import make_harness
 from openforgerl.rollout.orchestrator import STATUSES, Orchestrator, RolloutConfig, RolloutResult
@@ -31,24 +31,10 @@ def load_tasks(paths: list[str]) -> list[Task]:
     dirs: list[str | Path] = []
     for path in paths:
         if path.endswith(".jsonl") and Path(path).is_file():
-            dirs += _manifest_tasks(Path(path))
+            dirs += published_tasks(Path(path))
         else:
             dirs.append(path)
     return [Task.load(path) for path in find_task_dirs(dirs)]
-
-
-def _manifest_tasks(manifest: Path) -> list[Path]:
-    from openforgerl.envs.build_publish import read_manifest
-
-    latest = {entry["task"]: entry for entry in read_manifest(manifest)}
-    tasks = []
-    for entry in latest.values():
-        task = Task.load(entry["path"])
-        if task.config.environment.docker_image != entry["image"]:
-            raise UserError(f"{manifest}: task {entry['task']}: task.toml pins {task.config.environment.docker_image}, "
-                            f"the manifest {entry['image']}", fix="rerun forge build-env on that task")
-        tasks.append(Path(entry["path"]))
-    return tasks
 
 
 def new_run_dir(config: RolloutConfig) -> tuple[Path, str]:
@@ -65,14 +51,14 @@ def image_resolver(config: RolloutConfig):
             return task.config.environment.docker_image or "local"
         return passthrough
 
-    from openforgerl.envs.docker_engine import docker_client
-    from openforgerl.envs.images import ensure_task_image
+    from openforgerl.containers.client import docker_client
+    from openforgerl.containers.images import ensure_task_image
     from openforgerl.rollout.harness_image import harness_image
 
     client = docker_client()
 
     async def resolve(task: Task, harness: Harness) -> str:
-        image = await asyncio.to_thread(ensure_task_image, client, task)
+        image, _ = await asyncio.to_thread(ensure_task_image, client, task)
         return await asyncio.to_thread(harness_image, client, image, harness.tool)
     return resolve
 

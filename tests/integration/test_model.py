@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from openforgerl import services
+from openforgerl.stack import services
 from openforgerl.models.convert import MARKER
 from openforgerl.models.registry import load_tokenizer, model_dir
 from openforgerl.serving import vllm

@@ -20,7 +20,7 @@ def run(coro):
 
 @pytest.fixture(scope="module")
 def docker_runtime():
-    from openforgerl.envs.docker_engine import docker_client
+    from openforgerl.containers.client import docker_client
 
     docker_client()  # fails loudly (with the fix) when the engine is down
     return make_runtime(DockerRuntimeConfig())
@@ -120,16 +120,6 @@ def test_sweep_removes_containers_of_dead_owners(docker_runtime):
     run(go())
     with pytest.raises(docker.errors.NotFound):
         orphan.reload()
-
-
-def test_only_loopback_registries_are_ever_pulled_from():
-    from openforgerl.rollout.runtimes.docker import is_loopback_registry
-
-    assert is_loopback_registry("127.0.0.1:5000/forge/task:1")
-    assert is_loopback_registry("localhost:5000/x@sha256:" + "a" * 64)
-    assert not is_loopback_registry("ubuntu:22.04")
-    assert not is_loopback_registry("docker.io/library/debian")
-    assert not is_loopback_registry("10.0.0.2:5000/x")
 
 
 def test_local_runtime_maps_paths_times_out_and_cleans_up(tmp_path: Path):

@@ -34,7 +34,7 @@ def test_valid_task_loads_with_our_tables(make_task):
     task = Task.load(make_task())
     assert task.name == "hello" and task.domain == "claw"
     assert task.config.agent.timeout_sec == 60
-    assert task.instruction.startswith("Create hello.txt")
+    assert task.instruction.startswith("Create the file /app/hello.txt")
     assert validate_task_dir(task.path) == []
 
 
@@ -68,8 +68,8 @@ def test_our_tables_are_saved_and_reloaded(make_task):
         ("[agent]\ntimeout_sec = 'long'\n", {}, "agent.timeout_sec"),
         ("[provenance]\nsources = [{path = 'x', sha256 = 'nothex'}]\n", {}, "provenance.sources.0.sha256"),
         ("[agent\n", {}, "not valid TOML"),
-        ("", {"dockerfile": False}, "environment/Dockerfile: -: missing"),
-        ("", {"test_sh": False}, "tests/test.sh: -: missing"),
+        ("", {"dockerfile": None}, "environment/Dockerfile: -: missing"),
+        ("", {"test_sh": None}, "tests/test.sh: -: missing"),
         ("", {"instruction": "  \n"}, "instruction.md: -: empty"),
     ],
 )
@@ -85,13 +85,13 @@ def test_each_kind_of_invalid_task_is_reported_with_field_and_fix(make_task, tom
 
 
 def test_every_problem_is_reported_not_just_the_first(make_task):
-    path = make_task("bad", '[task]\ndomain = "web"\n', dockerfile=False, test_sh=False)
+    path = make_task("bad", '[task]\ndomain = "web"\n', dockerfile=None, test_sh=None)
     assert len(validate_task_dir(path)) == 3
 
 
 def test_pinned_image_replaces_the_dockerfile(make_task):
     path = make_task("pinned", '[environment]\ndocker_image = "127.0.0.1:5000/x@sha256:' + "b" * 64 + '"\n',
-                     dockerfile=False)
+                     dockerfile=None)
     assert validate_task_dir(path) == []
 
 
@@ -110,6 +110,6 @@ def test_find_task_dirs_expands_a_directory_of_tasks(tmp_path: Path, make_task):
 
 def test_a_templated_environment_needs_no_dockerfile_yet(make_task):
     path = make_task("templated", '[environment]\ntemplate = "claw"\n[environment.template_params]\n'
-                                  'packages = ["sqlite3"]\n', dockerfile=False)
+                                  'packages = ["sqlite3"]\n', dockerfile=None)
     assert validate_task_dir(path) == []
     assert Task.load(path).config.environment.template_params == {"packages": ["sqlite3"]}

@@ -24,7 +24,7 @@ from typing import Literal
 
 from openforgerl.errors import StackError, UnknownNameError
 from openforgerl.paths import tools_dir
-from openforgerl.stack import Action, Part, PartStatus, Reporter
+from openforgerl.stack.part import Action, Part, PartStatus, Reporter
 
 MANIFEST = "installed.json"
 INSTALL_FORMAT = 2

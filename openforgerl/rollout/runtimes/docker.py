@@ -24,10 +24,12 @@ from typing import Any, Literal
 import docker.errors
 from pydantic import BaseModel, Field
 
+from openforgerl.containers.client import docker_client
+from openforgerl.containers.refs import ensure_local
 from openforgerl.errors import ForgeError, SandboxError
 from openforgerl.rollout.runtime import (LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_RUN, ExecResult, Runtime,
                                          Sandbox, SandboxHealth, SandboxSpec)
-from openforgerl.services import is_alive
+from openforgerl.stack.services import is_alive
 
 # Docker's default capability set minus the ones an agent never needs (raw sockets, mknod, chroot,
 # file capabilities, audit). Enough for apt, chown and su inside the sandbox.
@@ -58,8 +60,6 @@ class DockerRuntime(Runtime):
     @property
     def client(self) -> Any:
         if self._client is None:
-            from openforgerl.envs.docker_engine import docker_client
-
             try:
                 self._client = docker_client(timeout=self.config.start_timeout_sec)
             except ForgeError as exc:  # a rollout records this as an infra error
@@ -73,11 +73,9 @@ class DockerRuntime(Runtime):
         labels = {**spec.labels, LABEL_OWNER_PID: str(os.getpid()), LABEL_OWNER_HOST: socket.gethostname()}
         try:
             container_id = self._create(spec, labels)
-        except docker.errors.ImageNotFound as exc:
-            if not is_loopback_registry(spec.image):
-                raise SandboxError(f"image {spec.image} not found",
-                                   fix="build it (forge build-env) or fix the task's image") from exc
-            self._pull(spec.image)
+        except docker.errors.ImageNotFound:  # only now pay for the look-up (and a pull from loopback)
+            ensure_local(self.client, spec.image, SandboxError,
+                         fix="build it (forge build-env) or fix the task's image")
             container_id = self._create(spec, labels)
         try:
             self.client.api.start(container_id)
@@ -99,13 +97,6 @@ class DockerRuntime(Runtime):
         except docker.errors.APIError as exc:
             raise SandboxError(f"docker could not create a container of {spec.image}: {exc.explanation or exc}") from exc
         return created["Id"]
-
-    def _pull(self, image: str) -> None:
-        try:
-            self.client.images.pull(image)
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"pulling {image} failed: {exc.explanation or exc}",
-                               fix="push it to the local registry (forge build-env --push) or fix the reference") from exc
 
     def _host_config(self, spec: SandboxSpec) -> dict[str, Any]:
         config: dict[str, Any] = {
@@ -136,13 +127,6 @@ class DockerRuntime(Runtime):
                 container.remove(force=True)
                 removed += 1
         return removed
-
-
-def is_loopback_registry(image: str) -> bool:
-    first = image.split("/", 1)[0] if "/" in image else ""
-    host = first.rsplit(":", 1)[0] if first.count(":") == 1 else first
-    return host in ("localhost", "127.0.0.1", "[::1]") or host.startswith("127.")
-
 
 
 class DockerSandbox(Sandbox):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openforgerl.envs.build_checks import (checked_paths, dependency_probe, invoked_commands, python_modules,
+from openforgerl.envs.checks import (checked_paths, dependency_probe, invoked_commands, python_modules,
                                            static_checks)
 from openforgerl.tasks import Task
 
@@ -93,7 +93,7 @@ SPEC = {"type": "all", "checks": [
 
 
 def test_a_compiled_verifiers_paths_and_needs_come_from_its_spec(make_task):
-    from openforgerl.envs.build_checks import spec_requirements
+    from openforgerl.envs.checks import spec_requirements
     from openforgerl.verifiers import compile_verifier
 
     task_dir = make_task(instruction="Record the order in /app/receipt.json.\n")

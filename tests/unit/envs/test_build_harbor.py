@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs.build_publish import append_manifest, clear_own_pin, read_manifest, record_validation
+from openforgerl.envs.publish import clear_own_pin, record_validation
 from openforgerl.envs.harbor import export_harbor, import_harbor
 from openforgerl.errors import UserError
 from openforgerl.tasks import Task
@@ -107,13 +107,6 @@ def test_recording_keeps_unknown_fields_and_a_rebuild_clears_only_our_own_pin(tm
     data = tomllib.loads((task_dir / "task.toml").read_text())
     assert "docker_image" not in data["environment"] and data["environment"]["future_field"] == "kept"
     assert data["validation"]["oracle_rewards"] == [1.0, 1.0]
-
-
-def test_manifest_lines_are_appended(tmp_path: Path):
-    manifest = tmp_path / "manifest.jsonl"
-    append_manifest(manifest, {"task": "a", "image": "x@sha256:1"})
-    append_manifest(manifest, {"task": "b", "image": "y@sha256:2"})
-    assert [e["task"] for e in read_manifest(manifest)] == ["a", "b"]
 
 
 def test_the_cli_imports_then_exports_a_harbor_task_unchanged(tmp_path: Path):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openforgerl.envs.build_e2e import judge
+from openforgerl.envs.baselines import judge
 from openforgerl.rollout.orchestrator import RolloutResult
 
 

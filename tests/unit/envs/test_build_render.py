@@ -16,7 +16,7 @@ def test_claw_and_code_templates_are_known():
 
 
 def test_claw_template_renders_services_packages_and_files(make_task):
-    task_dir = make_task("mail", CLAW, dockerfile=False)
+    task_dir = make_task("mail", CLAW, dockerfile=None)
     (task_dir / "environment" / "files").mkdir()
     assert render_environment(task_dir) is True
     dockerfile = (task_dir / "environment" / "Dockerfile").read_text()
@@ -29,7 +29,7 @@ def test_claw_template_renders_services_packages_and_files(make_task):
 
 def test_code_template_installs_pytest_and_copies_the_repo(make_task):
     toml = '[environment]\ntemplate = "code"\n[environment.template_params]\npackages = ["make"]\n'
-    task_dir = make_task("fix", toml, dockerfile=False)
+    task_dir = make_task("fix", toml, dockerfile=None)
     render_environment(task_dir)
     dockerfile = (task_dir / "environment" / "Dockerfile").read_text()
     assert "python3-pytest make" in dockerfile and "COPY --chown=agent:agent repo/ /app/" in dockerfile
@@ -43,7 +43,7 @@ def test_a_hand_written_dockerfile_is_never_overwritten(make_task):
 
 
 def test_unknown_template_lists_the_known_ones(make_task):
-    task_dir = make_task("x", '[environment]\ntemplate = "nosuch"\n', dockerfile=False)
+    task_dir = make_task("x", '[environment]\ntemplate = "nosuch"\n', dockerfile=None)
     with pytest.raises(UnknownNameError) as info:
         render_environment(task_dir)
     assert "claw" in str(info.value) and "code" in str(info.value)

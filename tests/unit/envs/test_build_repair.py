@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from openforgerl.envs.build_repair import (RepairProposal, Repairer, RepairSettings, apply_edits, parse_reply,
+from openforgerl.envs.repair import (RepairProposal, Repairer, RepairSettings, apply_edits, parse_reply,
                                            task_files)
 from openforgerl.errors import EnvBuildError
 from openforgerl.tasks import Task
@@ -65,7 +65,7 @@ def test_an_unreachable_repair_model_is_an_error_with_a_fix():
 def test_a_repaired_dockerfile_stops_being_template_output_so_it_is_not_rendered_over(make_task):
     from openforgerl.envs.render import RENDERED_MARK, render_environment
 
-    task_dir = make_task("mail", '[environment]\ntemplate = "claw"\n', dockerfile=False)
+    task_dir = make_task("mail", '[environment]\ntemplate = "claw"\n', dockerfile=None)
     render_environment(task_dir)
     repaired = (task_dir / "environment" / "Dockerfile").read_text() + "RUN apt-get install -y sqlite3\n"
     apply_edits(task_dir, RepairProposal(edits=[{"path": "environment/Dockerfile", "content": repaired}]))

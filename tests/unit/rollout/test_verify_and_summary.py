@@ -4,7 +4,7 @@ import pytest
 
 from openforgerl.rollout.orchestrator import RolloutResult
 from openforgerl.rollout.run import summarize
-from openforgerl.rollout.verify import parse_reward_files
+from openforgerl.verifiers.reward import parse_reward_files
 
 
 @pytest.mark.parametrize(("files", "reward", "error"), [

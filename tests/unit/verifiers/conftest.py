@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from openforgerl.rollout.verify import Verdict
+from openforgerl.verifiers.reward import Verdict
 from openforgerl.verifiers import compile_verifier, run_compiled
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from openforgerl.errors import UserError
-from openforgerl.rollout.verify import parse_reward_files
+from openforgerl.verifiers.reward import parse_reward_files
 from openforgerl.verifiers import compile_verifier, load_verifier, make_verifier, run_compiled
 
 EXISTS = {"type": "file_exists", "path": "/app/done"}

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from openforgerl.envs.registry import PORT_ENV, RegistryPart, registry_address
+from openforgerl.stack.registry import PORT_ENV, RegistryPart, registry_address
 from openforgerl.errors import ResourceError
 
 

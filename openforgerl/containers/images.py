@@ -9,17 +9,41 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import docker.errors
 
+from openforgerl.containers.refs import ensure_local
 from openforgerl.errors import EnvBuildError
 from openforgerl.tasks import Task
 
 TASK_REPO = "openforgerl/task"
 _locks: dict[str, threading.Lock] = {}
 _guard = threading.Lock()
+
+
+def build_once(key: str, exists: Callable[[], bool], build: Callable[[], object]) -> bool:
+    """Run ``build`` unless ``exists()``; threads asking for the same ``key`` wait for one build.
+
+    Returns whether this call built. Keys name content (an image tag derived from its inputs), so a
+    second build of the same key would only redo identical work."""
+    with _guard:
+        lock = _locks.setdefault(key, threading.Lock())
+    with lock:
+        if exists():
+            return False
+        build()
+        return True
+
+
+def image_exists(client: Any, image: str) -> bool:
+    try:
+        client.images.get(image)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
 
 
 def environment_hash(env_dir: Path) -> str:
@@ -35,19 +59,16 @@ def task_image_tag(task: Task) -> str:
     return f"{TASK_REPO}:{environment_hash(task.path / 'environment')}"
 
 
-def ensure_task_image(client: Any, task: Task) -> str:
-    """The image a task runs in: its pinned ``docker_image``, or environment/ built (cached by hash)."""
+def ensure_task_image(client: Any, task: Task) -> tuple[str, bool]:
+    """The image a task runs in and whether this call built it: its pinned ``docker_image`` as is, or
+    environment/ built once per content hash."""
     if task.config.environment.docker_image:
-        return task.config.environment.docker_image
+        return task.config.environment.docker_image, False
     tag = task_image_tag(task)
-    with _guard:
-        lock = _locks.setdefault(tag, threading.Lock())
-    with lock:
-        try:
-            client.images.get(tag)
-        except docker.errors.ImageNotFound:
-            build_image(client, task.path / "environment", tag, timeout=task.config.environment.build_timeout_sec)
-    return tag
+    built = build_once(tag, lambda: image_exists(client, tag),
+                       lambda: build_image(client, task.path / "environment", tag,
+                                           timeout=task.config.environment.build_timeout_sec))
+    return tag, built
 
 
 def base_images(dockerfile: str) -> list[str]:
@@ -67,17 +88,11 @@ def base_images(dockerfile: str) -> list[str]:
 
 def check_bases_local(client: Any, dockerfile: Path) -> None:
     """Docker would silently pull a missing FROM image from a public registry; refuse instead."""
-    from openforgerl.rollout.runtimes.docker import is_loopback_registry
-
     for image in base_images(dockerfile.read_text()):
-        if image == "scratch" or is_loopback_registry(image):
-            continue
-        try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound:
-            raise EnvBuildError(f"{dockerfile}: FROM {image}: image not present locally and it would be pulled",
-                                fix="use a local image (forge stack up builds openforgerl/base:bookworm) "
-                                    "or push it to the local registry") from None
+        if image != "scratch":
+            ensure_local(client, image, EnvBuildError,
+                         fix=f"{dockerfile}: FROM {image}: use a local image (forge stack up builds "
+                             "openforgerl/base:bookworm) or push it to the local registry")
 
 
 def build_image(client: Any, context: Path, tag: str, timeout: float = 600) -> str:

@@ -8,10 +8,11 @@ import types
 import pytest
 from click.testing import CliRunner
 
-from openforgerl import stack
+from openforgerl.plugins import NameTable
+from openforgerl.stack import parts as stack_parts
 from openforgerl.cli import cli
 from openforgerl.cli import stack as stack_cli  # noqa: F401  (registers the commands)
-from openforgerl.stack import Part, PartStatus
+from openforgerl.stack.part import Part, PartStatus
 
 
 class ReadyPart(Part):
@@ -52,8 +53,7 @@ def parts_table(monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
 
     def use(**paths: str) -> None:
-        monkeypatch.setattr(stack, "PART_PATHS", paths)
-        monkeypatch.setattr(stack_cli, "PART_PATHS", paths)
+        monkeypatch.setattr(stack_parts, "PARTS", NameTable("stack part", paths))
 
     return use
 

@@ -2,13 +2,12 @@
 
 Invariant: a task's ``[environment] docker_image`` is only ever a ``registry/repo@sha256:...`` reference
 that this module got back from a push of the image its environment/ was validated with; the
-validation results go to ``[validation]`` (pass or fail) and, for published tasks only, one line
-per task to ``manifest.jsonl`` — the file rollout and train read to find ready environments.
+validation results go to ``[validation]`` (pass or fail); published tasks are then listed in the
+manifest (``openforgerl.manifest``).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -62,16 +61,3 @@ def record_validation(task_dir: Path, values: dict[str, Any], pin: str | None) -
     if pin:
         task.config.environment.docker_image = pin
     task.save()
-
-
-def append_manifest(manifest: Path, entry: dict[str, Any]) -> None:
-    manifest.parent.mkdir(parents=True, exist_ok=True)
-    with manifest.open("a", encoding="utf-8") as out:
-        out.write(json.dumps(entry, sort_keys=True) + "\n")
-
-
-def read_manifest(manifest: Path) -> list[dict[str, Any]]:
-    """Every entry; a task published twice appears twice, the last line wins."""
-    if not manifest.is_file():
-        return []
-    return [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines() if line.strip()]

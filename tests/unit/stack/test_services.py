@@ -13,19 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.services import Service, ServiceRecord, is_alive, port_in_use
+from openforgerl.stack.services import Service, ServiceRecord, is_alive, port_in_use
 
 
 @dataclass(frozen=True, kw_only=True)
 class WebRecord(ServiceRecord):
     url: str
-
-
-@pytest.fixture(autouse=True)
-def own_forge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "forge-home"
-    monkeypatch.setenv("OPENFORGERL_HOME", str(home))
-    return home
 
 
 def service(name: str) -> Service[ServiceRecord]:

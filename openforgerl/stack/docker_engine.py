@@ -7,69 +7,28 @@ one and never an engine someone else runs.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 
-import docker
 from docker.errors import DockerException
 
-from openforgerl.envs.apt import apt_install, is_root
+from openforgerl.stack.apt import apt_install, is_root
+from openforgerl.containers.client import NO_PERMISSION_FIX, connect, is_permission_error, socket_hint
 from openforgerl.errors import DockerError
-from openforgerl.services import Service, ServiceRecord
-from openforgerl.stack import Action, Part, PartStatus, Reporter
+from openforgerl.stack.services import Service, ServiceRecord
+from openforgerl.stack.part import Action, Part, PartStatus, Reporter
 
 PING_TIMEOUT_S = 5
 START_TIMEOUT_S = 60
 DOCKERD = Service("dockerd", ServiceRecord)
 
-NO_PERMISSION_FIX = ("add your user to the docker group (sudo usermod -aG docker $USER, then log in again) "
-                     "or run forge as root")
-
-
-def _socket_hint() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-
-
-def _is_permission_error(exc: BaseException) -> bool:
-    """The SDK wraps the socket's EACCES a few layers deep (requests -> urllib3 -> OSError)."""
-    seen: set[int] = set()
-    stack: list[BaseException | None] = [exc]
-    while stack:
-        err = stack.pop()
-        if err is None or id(err) in seen:
-            continue
-        seen.add(id(err))
-        if isinstance(err, PermissionError):
-            return True
-        stack.extend([err.__cause__, err.__context__, *(a for a in err.args if isinstance(a, BaseException))])
-    return "Permission denied" in str(exc)
-
-
-def _connect(timeout: float) -> docker.DockerClient:
-    client = docker.from_env(timeout=timeout)
-    client.ping()
-    return client
-
 
 def _answers() -> bool:
     try:
-        _connect(PING_TIMEOUT_S)
+        connect(PING_TIMEOUT_S)
         return True
     except DockerException:
         return False
-
-
-def docker_client(timeout: float = 120) -> docker.DockerClient:
-    """A connected Docker SDK client, or a DockerError that tells the user how to get one."""
-    try:
-        return _connect(timeout)
-    except DockerException as exc:
-        if _is_permission_error(exc):
-            raise DockerError(f"no permission for the Docker socket ({_socket_hint()})",
-                              fix=NO_PERMISSION_FIX) from exc
-        raise DockerError(f"the Docker engine at {_socket_hint()} does not answer",
-                          fix="forge stack up") from exc
 
 
 def dockerd_binary() -> str | None:
@@ -92,15 +51,15 @@ class DockerEnginePart(Part):
     def _probe(self) -> tuple[str, str]:
         """(state, detail) with state one of up, no-permission, not-installed, down."""
         try:
-            version = _connect(PING_TIMEOUT_S).version().get("Version", "?")
+            version = connect(PING_TIMEOUT_S).version().get("Version", "?")
         except DockerException as exc:
-            if _is_permission_error(exc):
-                return "no-permission", f"no permission for the Docker socket ({_socket_hint()})"
+            if is_permission_error(exc):
+                return "no-permission", f"no permission for the Docker socket ({socket_hint()})"
             if dockerd_binary() is None:
                 return "not-installed", "Docker engine not installed (no dockerd)"
-            return "down", f"Docker engine not running (nothing answers at {_socket_hint()})"
+            return "down", f"Docker engine not running (nothing answers at {socket_hint()})"
         started = " (started by forge)" if DOCKERD.running() else ""
-        return "up", f"Docker {version} at {_socket_hint()}{started}"
+        return "up", f"Docker {version} at {socket_hint()}{started}"
 
     def ensure(self, report: Reporter) -> PartStatus:
         with DOCKERD.exclusive():

@@ -1,4 +1,4 @@
-"""Unit tests of the local-stack parts run with their own forge home, never the machine's."""
+"""Unit tests are hermetic: their own forge home and data dir, never the machine's."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 def own_forge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "forge-home"
     monkeypatch.setenv("OPENFORGERL_HOME", str(home))
+    monkeypatch.delenv("OPENFORGERL_DATA", raising=False)
     for name in ("OPENFORGERL_DEBIAN_MIRROR", "OPENFORGERL_REGISTRY_PORT"):
         monkeypatch.delenv(name, raising=False)
     return home

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs.base_image import MIRROR_ENV, find_mirror
+from openforgerl.stack.base_image import MIRROR_ENV, find_mirror
 from openforgerl.errors import UserError
 
 # Loopback addresses only: the parser must not care what the host is, and nothing here is contacted.

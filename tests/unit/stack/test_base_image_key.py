@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from openforgerl.envs.base_image import INCLUDE, BaseImagePart, cached_rootfs, recipe_key
+from openforgerl.stack.base_image import INCLUDE, BaseImagePart, cached_rootfs, recipe_key
 
 
 def test_changing_the_include_list_changes_the_cached_tarball():
@@ -29,7 +29,7 @@ def test_cache_lives_under_the_forge_home(own_forge_home):
 
 
 def test_a_full_disk_while_packing_the_rootfs_names_the_disk_not_the_mirror(tmp_path):
-    from openforgerl.envs.base_image import _run
+    from openforgerl.stack.base_image import _run
     from openforgerl.errors import ResourceError
 
     (tmp_path / "rootfs").mkdir()
