@@ -71,10 +71,11 @@ class Harness(ABC):
     async def run(self, sandbox: Sandbox, task: Task, ctx: AgentContext) -> ExecResult:
         await self.prepare(sandbox, task)
         invocation = self.invocation(ctx)
-        await sandbox.exec(["mkdir", "-p", ctx.home, ctx.logs_dir, ctx.workdir], user="0")
+        own_dirs = [ctx.home, ctx.logs_dir, ctx.workdir]
+        await sandbox.make_dirs(own_dirs)
         await write_files(sandbox, invocation.files, ctx.user)
         if ctx.user:  # after writing, so directories the files created (e.g. ~/.codex) are the agent's too
-            await sandbox.exec(["chown", "-R", ctx.user, ctx.home, ctx.logs_dir, ctx.workdir], user="0")
+            await sandbox.make_dirs(own_dirs, owner=ctx.user)
         env = {"HOME": ctx.home, **invocation.env}
         return await sandbox.exec(invocation.argv, timeout=ctx.timeout_sec, env=env, cwd=ctx.workdir, user=ctx.user)
 

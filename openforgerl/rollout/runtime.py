@@ -12,11 +12,13 @@ import asyncio
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from openforgerl.errors import SandboxError
 
 # Labels every sandbox carries, so a sweep can find what a dead run left behind.
 LABEL_RUN = "openforgerl.run"
@@ -70,7 +72,6 @@ class SandboxHealth:
     running: bool
     oom_killed: bool = False
     detail: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 class Sandbox(ABC):
@@ -101,8 +102,18 @@ class Sandbox(ABC):
     async def _remove(self) -> None:
         """Hook: delete the sandbox and everything in it. Must tolerate it being gone already."""
 
-    async def logs(self) -> str:
-        return ""
+    async def make_dirs(self, paths: Sequence[str], *, owner: str | None = None, fresh: bool = False) -> None:
+        """Create directories as root; ``fresh`` deletes them first, ``owner`` (``uid:gid``) gets them
+        recursively. Raises SandboxError when it cannot. Runtimes whose paths are not the host's own
+        (local) override it; the default runs a shell inside the sandbox."""
+        steps = (['rm -rf -- "$@"'] if fresh else []) + ['mkdir -p -- "$@"']
+        if owner:
+            steps.append('chown -R -- "$FORGE_OWNER" "$@"')
+        result = await self.exec(["sh", "-c", " && ".join(steps), "forge-dirs", *paths], user="0", timeout=60,
+                                 env={"FORGE_OWNER": owner} if owner else None)
+        if not result.ok:
+            raise SandboxError(f"could not {'reset' if fresh else 'create'} {', '.join(paths)} in sandbox "
+                               f"{self.id}: {result.tail(300) or 'timed out'}")
 
     async def kill_strays(self) -> None:
         """Kill every process the sandbox's own init did not start (what an agent left running),

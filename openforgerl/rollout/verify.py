@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from openforgerl.errors import SandboxError
 from openforgerl.rollout.runtime import Sandbox
 from openforgerl.tasks import Task
 from openforgerl.verifiers.reward import VERIFIER_DIR, Verdict, parse_reward_files
@@ -18,10 +19,11 @@ TESTS_DIR = "/tests"
 
 
 async def run_verifier(sandbox: Sandbox, task: Task, timeout: float, workdir: str = "/app") -> Verdict:
-    reset = await sandbox.exec(["sh", "-c", f"rm -rf {VERIFIER_DIR} {TESTS_DIR} && mkdir -p {VERIFIER_DIR} {workdir}"],
-                               user="0", timeout=60)
-    if not reset.ok:
-        return Verdict(None, error=f"could not reset {VERIFIER_DIR}: {reset.tail()}")
+    try:
+        await sandbox.make_dirs([VERIFIER_DIR, TESTS_DIR], fresh=True)
+        await sandbox.make_dirs([workdir])
+    except SandboxError as exc:
+        return Verdict(None, error=str(exc))
     await sandbox.put(task.tests_dir, "/")
     result = await sandbox.exec(["bash", f"{TESTS_DIR}/test.sh"], user="0", timeout=timeout, cwd=workdir,
                                 env=task.config.verifier.env)

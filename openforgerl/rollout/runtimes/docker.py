@@ -222,11 +222,6 @@ class DockerSandbox(Sandbox):
                 return int(value)
         return 0
 
-    async def logs(self) -> str:
-        with _quiet():
-            return _text(await asyncio.to_thread(self.container.logs))
-        return ""  # the container is gone
-
     async def _remove(self) -> None:
         with _quiet():
             await asyncio.to_thread(self.container.remove, force=True)

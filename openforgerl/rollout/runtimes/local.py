@@ -101,6 +101,14 @@ class LocalSandbox(Sandbox):
         else:
             await asyncio.to_thread(shutil.copy2, source, dest / source.name)
 
+    async def make_dirs(self, paths: Sequence[str], *, owner: str | None = None, fresh: bool = False) -> None:
+        """Under the sandbox root, never the host's own paths; ``owner`` is ignored (no root here)."""
+        for path in paths:
+            target = self.host_path(path)
+            if fresh and target != self.root.resolve():
+                await asyncio.to_thread(shutil.rmtree, target, True)
+            target.mkdir(parents=True, exist_ok=True)
+
     async def health(self) -> SandboxHealth:
         alive = self.root.is_dir()
         return SandboxHealth(alive, detail="" if alive else "sandbox directory was removed")
