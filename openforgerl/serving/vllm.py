@@ -197,17 +197,10 @@ def _launch(config: VllmConfig) -> ServerRecord:
 
 def _wait_healthy(record: ServerRecord, config: VllmConfig) -> None:
     """Wait for /health to answer 200; ProviderError with the log tail if the server dies or times out."""
-    outcome = SERVER.wait_ready(record, lambda: services.healthy(config.health_url), config.startup_timeout_s,
-                                poll_s=1.0)
-    if outcome == "exited":
-        raise ProviderError(f"the {record.model} server exited during startup; its log ends with:\n"
-                            f"{SERVER.log_tail(15, block=True)}\n",
-                            fix=f"read the full log {record.log}, correct the cause, then rerun")
-    if outcome == "timed out":
-        raise ProviderError(f"the {record.model} server did not become healthy at {config.health_url} within "
-                            f"{config.startup_timeout_s:.0f} s; its log ends with:\n"
-                            f"{SERVER.log_tail(15, block=True)}\n",
-                            fix=f"read {record.log}; on a busy machine raise the startup timeout (--timeout)")
+    SERVER.await_ready(record, lambda: services.healthy(config.health_url), config.startup_timeout_s, ProviderError,
+                       what=f"the {record.model} server at {config.health_url}", poll_s=1.0, tail_lines=15,
+                       exited_fix=f"read the full log {record.log}, correct the cause, then rerun",
+                       timeout_fix=f"read {record.log}; on a busy machine raise the startup timeout (--timeout)")
 
 
 def _require_same_server(record: ServerRecord, config: VllmConfig) -> None:

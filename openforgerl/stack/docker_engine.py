@@ -100,14 +100,8 @@ class DockerEnginePart(Part):
         return self.check()
 
     def _wait_until_up(self, record: ServiceRecord) -> None:
-        outcome = DOCKERD.wait_ready(record, _answers, START_TIMEOUT_S)
-        if outcome == "exited":
-            raise DockerError(f"dockerd exited while starting: {DOCKERD.log_tail()}",
-                              fix=f"read {DOCKERD.log_file}; another engine may hold /var/run/docker.pid")
-        if outcome == "timed out":
-            raise DockerError(f"dockerd (pid {record.pid}) did not answer within {START_TIMEOUT_S} s: "
-                              f"{DOCKERD.log_tail()}",
-                              fix=f"read {DOCKERD.log_file}; stop it with kill {record.pid}")
+        DOCKERD.await_ready(record, _answers, START_TIMEOUT_S, DockerError, what="dockerd",
+                            exited_fix=f"read {DOCKERD.log_file}; another engine may hold /var/run/docker.pid")
 
     def stop(self) -> list[str]:
         record = DOCKERD.stop()

@@ -134,15 +134,8 @@ class RegistryPart(Part):
         return self.check()
 
     def _wait_until_up(self, record: ServiceRecord) -> None:
-        outcome = REGISTRY.wait_ready(record, lambda: probe_registry(self.port)[0] == "up", START_TIMEOUT_S,
-                                      poll_s=0.2)
-        if outcome == "exited":
-            raise StackError(f"docker-registry exited while starting: {REGISTRY.log_tail()}",
-                             fix=f"read {REGISTRY.log_file}")
-        if outcome == "timed out":
-            raise StackError(f"docker-registry (pid {record.pid}) did not answer on {HOST}:{self.port} within "
-                             f"{START_TIMEOUT_S} s: {REGISTRY.log_tail()}",
-                             fix=f"read {REGISTRY.log_file}; stop it with kill {record.pid}")
+        REGISTRY.await_ready(record, lambda: probe_registry(self.port)[0] == "up", START_TIMEOUT_S, StackError,
+                             what=f"docker-registry on {HOST}:{self.port}", poll_s=0.2)
 
     def stop(self) -> list[str]:
         record = REGISTRY.stop()

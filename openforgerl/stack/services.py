@@ -26,7 +26,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import httpx
 
-from openforgerl.errors import ResourceError, map_os_errors
+from openforgerl.errors import ForgeError, ResourceError, map_os_errors
 from openforgerl.paths import state_dir
 
 CMDLINE_WAIT_S = 5.0  # how long a just-started process may take to show its argv
@@ -119,6 +119,23 @@ class Service(Generic[RecordT]):
                 return "exited"
             time.sleep(poll_s)
         return "timed out"
+
+    def await_ready(self, record: ServiceRecord, ready: Callable[[], bool], timeout_s: float, error: type[ForgeError],
+                    *, what: str, exited_fix: str | None = None, timeout_fix: str | None = None,
+                    poll_s: float = 0.5, tail_lines: int = 8) -> None:
+        """``wait_ready``, raising ``error`` with the latest log lines when the service exits or times out.
+
+        ``what`` names the service in the message ("dockerd", "the smollm2 server at URL")."""
+        outcome = self.wait_ready(record, ready, timeout_s, poll_s)
+        if outcome == "ready":
+            return
+        block = tail_lines > 8  # long tails read better one line each
+        tail = self.log_tail(tail_lines, block=block)
+        tail = f"; its log ends with:\n{tail}\n" if block else f": {tail}"
+        if outcome == "exited":
+            raise error(f"{what} exited while starting{tail}", fix=exited_fix or f"read {record.log}")
+        raise error(f"{what} (pid {record.pid}) was not ready within {timeout_s:.0f} s{tail}",
+                    fix=timeout_fix or f"read {record.log}; stop it with kill {record.pid}")
 
     def log_tail(self, lines: int = 8, *, block: bool = False) -> str:
         """The last non-empty lines the latest run wrote, for error messages: ``a | b | c`` on one line,

@@ -1,7 +1,7 @@
 """forge build-env end to end: real Docker builds, real nop/oracle containers, the real local registry.
 
 One task per domain (claw with its mail and calendar services, code with pytest, gui checked with
-Debian's Chromium). The only stand-in is the repair model (``openforgerl.testing.repair_model``:
+Debian's Chromium). The only stand-in is the repair model (``openforgerl.testing.openai_stub``:
 canned OpenAI-compatible replies on 127.0.0.1).
 """
 
@@ -21,7 +21,7 @@ import pytest
 
 from openforgerl.envs.build import BuildEnvConfig, build_envs
 from openforgerl.manifest import read_manifest
-from openforgerl.testing.repair_model import ScriptedChatModel
+from openforgerl.testing.openai_stub import ScriptedChatServer
 
 pytestmark = pytest.mark.docker
 
@@ -318,7 +318,8 @@ def test_the_scripted_repair_model_fixes_a_broken_task_within_two_rounds(tmp_pat
                                                        "content": "#!/bin/bash\necho Hi > /app/hello.txt\n"}]}
     fix = {"explanation": "solve.sh wrote the wrong word", "edits": [{"path": "solution/solve.sh",
                                                                      "content": HELLO_SOLVE}]}
-    with ScriptedChatModel([json.dumps(not_yet), "```json\n" + json.dumps(fix) + "\n```"]) as model:
+    replies = [json.dumps(not_yet), "```json\n" + json.dumps(fix) + "\n```"]
+    with ScriptedChatServer(replies, after_last="repeat", model="scripted-repairer") as model:
         result = forge("build-env", str(task), "--no-push", "--repair-model", model.base_url, "--rounds", "2",
                        "--out-dir", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr

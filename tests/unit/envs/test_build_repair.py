@@ -10,7 +10,7 @@ from openforgerl.envs.repair import (RepairProposal, Repairer, RepairSettings, a
                                            task_files)
 from openforgerl.errors import EnvBuildError
 from openforgerl.tasks import Task
-from openforgerl.testing.repair_model import ScriptedChatModel
+from openforgerl.testing.openai_stub import ScriptedChatServer
 
 FIX = {"explanation": "solve.sh wrote bye", "edits": [{"path": "solution/solve.sh",
                                                        "content": "#!/bin/bash\necho hi > /app/hello.txt"}]}
@@ -45,7 +45,7 @@ def test_the_repairer_sends_reason_files_and_logs_and_returns_the_models_edits(m
     task = Task.load(make_task())
     context = {"task_name": task.name, "round": 1, "rounds": 2, "reason": "oracle check: scored [0, 0]",
                "findings": [], "files": task_files(task), "logs": {"oracle r-1": "status=failure"}, "history": []}
-    with ScriptedChatModel([json.dumps(FIX)]) as model:
+    with ScriptedChatServer([json.dumps(FIX)], after_last="repeat", model="scripted-repairer") as model:
         proposal = Repairer(RepairSettings(base_url=model.base_url)).propose(context)
     assert proposal.explanation == "solve.sh wrote bye"
     [request] = model.requests

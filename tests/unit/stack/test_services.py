@@ -169,3 +169,20 @@ def test_port_in_use_sees_a_bound_socket(silent_listener):
 
 def test_port_in_use_is_false_once_the_socket_is_closed():
     assert not port_in_use("127.0.0.1", free_port())
+
+
+def test_await_ready_raises_the_given_error_with_the_log_tail():
+    from openforgerl.errors import StackError
+
+    failing = service("failing")
+    record = failing.start([sys.executable, "-c", "print('port 5000 taken'); raise SystemExit(3)"])
+    with pytest.raises(StackError, match="thing exited while starting: .*port 5000 taken") as raised:
+        failing.await_ready(record, lambda: False, 10, StackError, what="thing", poll_s=0.05)
+    assert raised.value.fix == f"read {record.log}"
+    sleeper = service("sleeper")
+    record = sleeper.start([sys.executable, "-c", "import time; print('still booting'); time.sleep(30)"])
+    try:
+        with pytest.raises(StackError, match=r"was not ready within 0 s: .*still booting"):
+            sleeper.await_ready(record, lambda: False, 0.3, StackError, what="sleeper", poll_s=0.05)
+    finally:
+        sleeper.stop(grace_s=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from openforgerl.testing.judge import JudgeStub, Reply
+from openforgerl.testing.openai_stub import Reply, ScriptedChatServer
 
 PASS = "The summary names all three causes.\nVERDICT: PASS"
 FAIL = "It misses the third cause.\nVERDICT: FAIL"
@@ -22,7 +22,7 @@ def judge(url, **overrides):
 
 
 def test_unanimous_pass_and_what_the_judge_was_shown(essay):
-    with JudgeStub([PASS]) as stub:
+    with ScriptedChatServer([PASS]) as stub:
         verdict = essay.verify(judge(stub.base_url))
     assert verdict.reward == 1.0
     assert verdict.metrics["model"] == "judge-7b" and verdict.metrics["votes"] == ["PASS"] * 3
@@ -32,21 +32,21 @@ def test_unanimous_pass_and_what_the_judge_was_shown(essay):
 
 
 def test_disagreeing_votes_against_the_threshold(essay):
-    with JudgeStub([PASS, FAIL, FAIL]) as stub:
+    with ScriptedChatServer([PASS, FAIL, FAIL]) as stub:
         verdict = essay.verify(judge(stub.base_url))
         assert verdict.reward == 0.0 and verdict.metrics["pass_votes"] == 1
-    with JudgeStub([PASS, PASS, FAIL]) as stub:
+    with ScriptedChatServer([PASS, PASS, FAIL]) as stub:
         assert essay.verify(judge(stub.base_url, threshold=0.6)).reward == 1.0
-    with JudgeStub([PASS, PASS, FAIL]) as stub:
+    with ScriptedChatServer([PASS, PASS, FAIL]) as stub:
         assert essay.verify(judge(stub.base_url, threshold=0.7)).reward == 0.0
-    with JudgeStub([PASS, FAIL, FAIL, PASS]) as stub:
+    with ScriptedChatServer([PASS, FAIL, FAIL, PASS]) as stub:
         assert essay.verify(judge(stub.base_url, votes=4, scoring="fraction")).reward == 0.5
 
 
 def test_garbage_replies_are_invalid_votes_that_never_pass(essay):
     replies = [Reply(raw=b"<html>502 bad gateway</html>"), Reply(status=500, raw=b'{"error": "overloaded"}'),
                Reply(raw=b'{"choices": []}'), "I think it is fine.", PASS]
-    with JudgeStub(replies) as stub:
+    with ScriptedChatServer(replies) as stub:
         verdict = essay.verify(judge(stub.base_url, votes=5, threshold=0.4))
     assert verdict.reward == 0.0
     assert verdict.metrics["votes"] == ["invalid"] * 4 + ["PASS"]
@@ -55,33 +55,33 @@ def test_garbage_replies_are_invalid_votes_that_never_pass(essay):
 
 
 def test_a_reply_from_another_model_is_refused(essay):
-    with JudgeStub([Reply(content=PASS, model="judge-70b")]) as stub:
+    with ScriptedChatServer([Reply(content=PASS, model="judge-70b")]) as stub:
         verdict = essay.verify(judge(stub.base_url))
     assert verdict.reward == 0.0 and "judge-70b" in verdict.metrics["error"]
 
 
 def test_endpoint_down_fails_with_the_reason(essay):
-    with JudgeStub([PASS]) as stub:
+    with ScriptedChatServer([PASS]) as stub:
         url = stub.base_url
     verdict = essay.verify(judge(url, votes=1, timeout_sec=2))
     assert verdict.reward == 0.0 and "no valid verdict" in verdict.metrics["error"]
 
 
 def test_missing_input_fails_without_asking_the_judge(box):
-    with JudgeStub([PASS]) as stub:
+    with ScriptedChatServer([PASS]) as stub:
         verdict = box.verify(judge(stub.base_url))
         assert stub.requests == []
     assert verdict.reward == 0.0 and "summary.md" in verdict.metrics["error"]
 
 
 def test_api_key_comes_from_the_named_environment_variable(essay):
-    with JudgeStub([PASS]) as stub:
+    with ScriptedChatServer([PASS]) as stub:
         essay.verify(judge(stub.base_url, votes=1, api_key_env="JUDGE_KEY"), env={"JUDGE_KEY": "sk-test"})
     assert stub.headers[0]["Authorization"] == "Bearer sk-test"
 
 
 def test_the_submission_is_fenced_by_a_marker_it_cannot_forge(essay):
-    with JudgeStub([PASS]) as first, JudgeStub([PASS]) as second:
+    with ScriptedChatServer([PASS]) as first, ScriptedChatServer([PASS]) as second:
         essay.verify(judge(first.base_url, votes=1))
         essay.verify(judge(second.base_url, votes=1))
     prompts = [stub.requests[0]["messages"][-1]["content"] for stub in (first, second)]
