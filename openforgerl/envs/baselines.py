@@ -1,4 +1,4 @@
-"""The end-to-end check of a built task: ``nop`` must score <= nop_max, ``oracle`` >= oracle_min.
+"""The baseline check of a built task: ``nop`` must score <= nop_max, ``oracle`` >= oracle_min.
 
 Both harnesses run ``repeats`` times each in real containers (``run_rollouts``). Invariant: a task
 passes only when every repeat of both agrees with the bound *and* the repeats agree with each other;
@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openforgerl.rollout.orchestrator import RolloutConfig, RolloutResult
+from openforgerl.rollout.orchestrator import RolloutConfig, RolloutResult, final_tries
 from openforgerl.rollout.run import run_rollouts
 
 LOG_TAIL = 2000
@@ -32,7 +32,7 @@ class HarnessCheck:
 
 
 @dataclass
-class EndToEnd:
+class Baselines:
     nop: HarnessCheck
     oracle: HarnessCheck
 
@@ -45,7 +45,7 @@ class EndToEnd:
         return "; ".join(c.reason for c in (self.nop, self.oracle) if not c.ok)
 
 
-def judge(harness: str, results: list[RolloutResult], limit: float) -> tuple[bool, str]:
+def check_bounds(harness: str, results: list[RolloutResult], limit: float) -> tuple[bool, str]:
     """Whether the repeats of ``harness`` pass its bound (nop: <= limit, oracle: >= limit), and why not."""
     what = "doing nothing (nop)" if harness == "nop" else "the reference solution (oracle)"
     broken = [r for r in results if r.status in ("infra_error", "verifier_error")
@@ -73,31 +73,23 @@ def _fmt(rewards: list[float | None]) -> str:
     return "[" + ", ".join("none" if r is None else f"{r:g}" for r in rewards) + "]"
 
 
-async def end_to_end(task_dir: Path, run_dir: Path, *, repeats: int, nop_max: float, oracle_min: float,
-                     agent_user: str | None = None) -> EndToEnd:
+async def run_baselines(task_dir: Path, run_dir: Path, *, repeats: int, nop_max: float, oracle_min: float,
+                     agent_user: str | None = None) -> Baselines:
     nop, oracle = await asyncio.gather(_check(task_dir, run_dir, "nop", repeats, nop_max, agent_user),
                                        _check(task_dir, run_dir, "oracle", repeats, oracle_min, agent_user))
-    return EndToEnd(nop, oracle)
+    return Baselines(nop, oracle)
 
 
 async def _check(task_dir: Path, run_dir: Path, harness: str, repeats: int, limit: float,
                  agent_user: str | None) -> HarnessCheck:
-    # pass_threshold only labels success/failure; judge() reads the rewards themselves.
+    # pass_threshold only labels success/failure; check_bounds() reads the rewards themselves.
     config = RolloutConfig(tasks=[str(task_dir)], harness=harness, attempts=repeats, concurrency=repeats,
                            run_dir=str(run_dir / harness), pass_threshold=limit, agent_user=agent_user)
     out, results = await run_rollouts(config)
-    results = _final_tries(results)
-    ok, reason = judge(harness, results, limit)
+    results = sorted(final_tries(results), key=lambda r: r.attempt)
+    ok, reason = check_bounds(harness, results, limit)
     logs = {} if ok else {r.rollout_id: _rollout_log(out, r) for r in results}
     return HarnessCheck(harness, [r.reward for r in results], [r.status for r in results], ok, reason, logs)
-
-
-def _final_tries(results: list[RolloutResult]) -> list[RolloutResult]:
-    final: dict[int, RolloutResult] = {}
-    for result in results:
-        if result.attempt not in final or result.try_index >= final[result.attempt].try_index:
-            final[result.attempt] = result
-    return [final[a] for a in sorted(final)]
 
 
 def _rollout_log(run_dir: Path, result: RolloutResult) -> str:

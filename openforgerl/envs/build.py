@@ -31,7 +31,7 @@ from openforgerl.containers.images import ensure_task_image
 from openforgerl.containers.refs import ensure_local
 from openforgerl.envs import publish
 from openforgerl.envs.checks import Finding, check_dependencies, static_checks
-from openforgerl.envs.baselines import end_to_end
+from openforgerl.envs.baselines import run_baselines
 from openforgerl.envs.repair import Repairer, RepairSettings, apply_edits, task_files
 from openforgerl.envs.render import render_environment
 from openforgerl.errors import EnvBuildError, ForgeError
@@ -212,7 +212,7 @@ class EnvBuilder:
         record.stage = "e2e"
         self.progress(task.name, f"nop/oracle x{self.config.repeats} (round {number})")
         label = self._labels.get(task_dir, task_dir.name)
-        checks = await end_to_end(task_dir, self.out_dir / "runs" / label / f"round-{number}",
+        checks = await run_baselines(task_dir, self.out_dir / "runs" / label / f"round-{number}",
                                   repeats=self.config.repeats, nop_max=self.config.nop_max,
                                   oracle_min=self.config.oracle_min, agent_user=self.config.agent_user)
         record.nop_rewards, record.oracle_rewards = checks.nop.rewards, checks.oracle.rewards

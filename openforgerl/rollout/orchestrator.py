@@ -18,25 +18,27 @@ import json
 import time
 import traceback
 import uuid
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializeAsAny, field_validator
 
 from openforgerl.errors import ForgeError, SandboxError
 from openforgerl.log import get_logger
 from openforgerl.rollout.harness import AgentContext, Harness
 from openforgerl.rollout.proxy_handle import ProxyHandle, ProxySettings
 from openforgerl.rollout.runtime import (LABEL_ATTEMPT, LABEL_ROLLOUT, LABEL_RUN, LABEL_TASK, Runtime,
-                                         Sandbox, SandboxSpec)
-from openforgerl.rollout.runtimes import DockerRuntimeConfig, LocalRuntimeConfig
+                                         RuntimeConfig, Sandbox, SandboxSpec)
+from openforgerl.rollout.runtimes import runtime_config
+from openforgerl.rollout.runtimes.docker import DockerRuntimeConfig
 from openforgerl.rollout.verify import run_verifier
 from openforgerl.tasks import Task
 
 log = get_logger(__name__)
 Status = Literal["success", "failure", "agent_timeout", "infra_error", "verifier_error"]
-STATUSES: tuple[str, ...] = ("success", "failure", "agent_timeout", "infra_error", "verifier_error")
+STATUSES: tuple[str, ...] = get_args(Status)
 
 
 class RolloutConfig(BaseModel):
@@ -52,8 +54,9 @@ class RolloutConfig(BaseModel):
     attempts: int = Field(1, ge=1)
     """Rollouts per task (a group, kept together for GRPO and pass@k)."""
     concurrency: int = Field(4, ge=1)
-    runtime: DockerRuntimeConfig | LocalRuntimeConfig = Field(default_factory=DockerRuntimeConfig,
-                                                              discriminator="type")
+    runtime: SerializeAsAny[RuntimeConfig] = Field(default_factory=DockerRuntimeConfig)
+    """Where rollouts run: ``type`` names a runtime (docker, local, or a plugin's); the other keys are
+    that runtime's settings."""
     proxy: ProxySettings = Field(default_factory=ProxySettings)
     run_dir: str | None = None
     """Where results go (default runs/<time>-<harness>)."""
@@ -72,6 +75,11 @@ class RolloutConfig(BaseModel):
     """Run the harness as this user (e.g. 1000:1000); root when unset."""
     workdir: str = "/app"
     """Where the agent works and the verifier runs."""
+
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _runtime_settings(cls, value: Any) -> RuntimeConfig:
+        return runtime_config(value)
 
 
 @dataclass
@@ -97,6 +105,16 @@ class RolloutResult:
         return json.dumps(asdict(self), default=str)
 
 
+def final_tries(results: Iterable[RolloutResult]) -> list[RolloutResult]:
+    """The last try of each (task, attempt): what counts once infra retries are done, in first-seen order."""
+    final: dict[tuple[str, int], RolloutResult] = {}
+    for result in results:
+        key = (result.task, result.attempt)
+        if key not in final or result.try_index >= final[key].try_index:
+            final[key] = result
+    return list(final.values())
+
+
 @dataclass
 class Job:
     task: Task
@@ -104,14 +122,18 @@ class Job:
     try_index: int = 0
 
 
+ImageFor = Callable[[Task, Harness], Awaitable[str]]
+OnResult = Callable[[RolloutResult], None]
+
+
 class Orchestrator:
     """Runs jobs with bounded concurrency; ``on_result`` sees each result as soon as it is recorded."""
 
     def __init__(self, config: RolloutConfig, runtime: Runtime, harness: Harness, proxy: ProxyHandle | None,
-                 run_dir: Path, run_id: str, image_for: Any, on_result: Any = None) -> None:
+                 run_dir: Path, run_id: str, on_result: OnResult | None = None) -> None:
         self.config, self.runtime, self.harness, self.proxy = config, runtime, harness, proxy
-        self.run_dir, self.run_id, self.image_for = run_dir, run_id, image_for
-        self.on_result = on_result or (lambda result: None)
+        self.run_dir, self.run_id = run_dir, run_id
+        self.on_result: OnResult = on_result or (lambda result: None)
         self.results: list[RolloutResult] = []
         self._out = (run_dir / "rollouts.jsonl").open("a", encoding="utf-8")
 
@@ -148,67 +170,74 @@ class Orchestrator:
         self.on_result(result)
 
     async def run_one(self, job: Job) -> RolloutResult:
-        """One rollout, start to finish; never raises (a crash here is recorded as infra_error)."""
+        """One rollout, start to finish; never raises (a crash here is recorded as infra_error).
+
+        The result starts as an infra error and each phase that completes says what it became."""
         started = time.monotonic()
-        rollout_id, token = "", ""
+        result = RolloutResult("", job.task.name, job.attempt, self.harness.name, "infra_error", None,
+                               try_index=job.try_index)
         metadata = {"task": job.task.name, "attempt": job.attempt, "harness": self.harness.name,
                     "run": self.run_id, "model": self.config.model, "try": job.try_index}
         try:
-            rollout_id, token = await self.proxy.create(metadata) if self.proxy else (f"r-{uuid.uuid4().hex[:16]}", "")
+            result.rollout_id, token = await self._open(metadata)
         except ForgeError as exc:
-            return self._result(job, f"no-proxy-{job.task.name}-{job.attempt}-{job.try_index}", "infra_error",
-                                None, f"proxy: {exc}", {"total_s": time.monotonic() - started})
+            result.rollout_id = f"no-proxy-{job.task.name}-{job.attempt}-{job.try_index}"
+            result.reason = f"proxy: {exc}"
+            return _closed(result, started)
         try:
-            outcome = await self._sandboxed(job, rollout_id, token)
+            await self._sandboxed(job, token, result)
         except asyncio.CancelledError:
-            outcome = _Outcome(rollout_id, "infra_error", None, "cancelled")
-            await self._finish(job, rollout_id, outcome, metadata, started)
+            result.status, result.reason = "infra_error", "cancelled"
+            await self._finish(result, metadata, started)
             raise
         except ForgeError as exc:
-            outcome = _Outcome(rollout_id, "infra_error", None, str(exc))
+            result.status, result.reason = "infra_error", str(exc)
         except Exception as exc:  # a bug of ours must still end the rollout with one status
-            log.error("rollout %s crashed:\n%s", rollout_id, traceback.format_exc())
-            outcome = _Outcome(rollout_id, "infra_error", None, f"internal error: {type(exc).__name__}: {exc}")
-        return await self._finish(job, rollout_id, outcome, metadata, started)
+            log.error("rollout %s crashed:\n%s", result.rollout_id, traceback.format_exc())
+            result.status, result.reason = "infra_error", f"internal error: {type(exc).__name__}: {exc}"
+        return await self._finish(result, metadata, started)
 
-    async def _sandboxed(self, job: Job, rollout_id: str, token: str) -> _Outcome:
-        task, outcome = job.task, _Outcome(rollout_id, "infra_error", None, "")
-        t0 = time.monotonic()
-        image = await self.image_for(task, self.harness)
-        spec = SandboxSpec(image=image, labels={LABEL_RUN: self.run_id, LABEL_ROLLOUT: rollout_id,
+    async def _open(self, metadata: dict[str, Any]) -> tuple[str, str]:
+        """The rollout's id and token: from the proxy, or made up when the harness calls no model."""
+        if self.proxy is None:
+            return f"r-{uuid.uuid4().hex[:16]}", ""
+        return await self.proxy.create(metadata)
+
+    async def _sandboxed(self, job: Job, token: str, result: RolloutResult) -> None:
+        task, t0 = job.task, time.monotonic()
+        image = await self.runtime.image_for(task, self.harness.tool)
+        spec = SandboxSpec(image=image, labels={LABEL_RUN: self.run_id, LABEL_ROLLOUT: result.rollout_id,
                                                 LABEL_TASK: task.name, LABEL_ATTEMPT: str(job.attempt)},
                            cpus=task.config.environment.cpus, memory_mb=task.config.environment.memory_mb,
                            network=self.config.network, workdir="/")
-        sandbox = await self.runtime.start(spec)
-        outcome.timings["container_start_s"] = time.monotonic() - t0
-        try:
-            await self._agent_phase(sandbox, job, rollout_id, token, outcome)
-            if outcome.status != "infra_error":
-                await self._verify_phase(sandbox, task, outcome)
-        finally:
-            await self._save_logs(sandbox, rollout_id)
-            await sandbox.stop()
-        return outcome
+        async with self.runtime.sandbox(spec) as sandbox:
+            result.timings["container_start_s"] = time.monotonic() - t0
+            try:
+                await self._agent_phase(sandbox, job, token, result)
+                if result.status != "infra_error":
+                    await self._verify_phase(sandbox, task, result)
+            finally:
+                await self._save_logs(sandbox, result.rollout_id)
 
-    async def _agent_phase(self, sandbox: Sandbox, job: Job, rollout_id: str, token: str, outcome: _Outcome) -> None:
+    async def _agent_phase(self, sandbox: Sandbox, job: Job, token: str, result: RolloutResult) -> None:
         timeout = self.config.agent_timeout_sec or job.task.config.agent.timeout_sec
         ctx = AgentContext(instruction=job.task.instruction, base_url=self._sandbox_proxy_url(), api_key=token,
                            model=self.config.model, workdir=self.config.workdir, timeout_sec=timeout,
-                           user=self.config.agent_user, options=self.config.harness_options)
+                           user=self.config.agent_user)
         t0 = time.monotonic()
-        result = await self.harness.run(sandbox, job.task, ctx)
-        outcome.timings["harness_s"] = time.monotonic() - t0
-        outcome.harness_exit_code = result.exit_code
-        _write(self.run_dir / "logs" / rollout_id / "agent.stdout", result.stdout)
-        _write(self.run_dir / "logs" / rollout_id / "agent.stderr", result.stderr)
+        run = await self.harness.run(sandbox, job.task, ctx)
+        result.timings["harness_s"] = time.monotonic() - t0
+        result.harness_exit_code = run.exit_code
+        _write(self.run_dir / "logs" / result.rollout_id / "agent.stdout", run.stdout)
+        _write(self.run_dir / "logs" / result.rollout_id / "agent.stderr", run.stderr)
         await sandbox.kill_strays()
         health = await sandbox.health()
         if not health.running or health.oom_killed:
-            outcome.status, outcome.reason = "infra_error", "sandbox OOM-killed" if health.oom_killed else health.detail
-        elif result.timed_out:
-            outcome.status, outcome.reason = "agent_timeout", f"agent ran past {timeout:.0f} s"
+            result.status, result.reason = "infra_error", "sandbox OOM-killed" if health.oom_killed else health.detail
+        elif run.timed_out:
+            result.status, result.reason = "agent_timeout", f"agent ran past {timeout:.0f} s"
         else:
-            outcome.status, outcome.reason = "failure", ""
+            result.status, result.reason = "failure", ""  # until the verifier says otherwise
 
     def _sandbox_proxy_url(self) -> str:
         """The proxy as the sandbox sees it: the same address on the host network, the host gateway on a bridge."""
@@ -219,53 +248,45 @@ class Orchestrator:
         port = self.proxy.base_url.rsplit(":", 1)[1]
         return f"http://host.docker.internal:{port}"
 
-    async def _verify_phase(self, sandbox: Sandbox, task: Task, outcome: _Outcome) -> None:
+    async def _verify_phase(self, sandbox: Sandbox, task: Task, result: RolloutResult) -> None:
         timeout = self.config.verifier_timeout_sec or task.config.verifier.timeout_sec
         verdict = await run_verifier(sandbox, task, timeout, self.config.workdir)
-        outcome.timings["verifier_s"] = verdict.seconds
-        _write(self.run_dir / "logs" / outcome.rollout_id / "verifier.stdout", verdict.stdout)
-        _write(self.run_dir / "logs" / outcome.rollout_id / "verifier.stderr", verdict.stderr)
-        outcome.metrics = verdict.metrics
+        result.timings["verifier_s"] = verdict.seconds
+        _write(self.run_dir / "logs" / result.rollout_id / "verifier.stdout", verdict.stdout)
+        _write(self.run_dir / "logs" / result.rollout_id / "verifier.stderr", verdict.stderr)
+        result.metrics = verdict.metrics
         if verdict.error:
             health = await sandbox.health()
             if not health.running:
-                outcome.status, outcome.reason = "infra_error", f"sandbox died during verification: {health.detail}"
+                result.status, result.reason = "infra_error", f"sandbox died during verification: {health.detail}"
             else:
-                outcome.status, outcome.reason = "verifier_error", verdict.error
+                result.status, result.reason = "verifier_error", verdict.error
             return
-        outcome.reward = verdict.reward
-        if outcome.status == "failure":  # the agent phase ended normally: the reward decides
-            outcome.status = "success" if verdict.reward >= self.config.pass_threshold else "failure"
+        result.reward = verdict.reward
+        if result.status == "failure" and verdict.reward is not None:  # the agent phase ended normally
+            result.status = "success" if verdict.reward >= self.config.pass_threshold else "failure"
 
-    async def _finish(self, job: Job, rollout_id: str, outcome: _Outcome, metadata: dict, started: float) -> RolloutResult:
-        outcome.timings["total_s"] = time.monotonic() - started
-        trajectory_path, usage = None, {}
+    async def _finish(self, result: RolloutResult, metadata: dict[str, Any], started: float) -> RolloutResult:
+        """Close the proxy rollout with the outcome and save its trajectory (harnesses that call no model
+        have neither); engine errors during the rollout make it an infra error."""
+        result.timings["total_s"] = time.monotonic() - started
+        if self.proxy is None:
+            return _closed(result, started)
         try:
-            if self.proxy is None:  # a harness that calls no model (nop, oracle) records no trajectory
-                raise _NoProxy
-            summary = await self.proxy.finish(rollout_id, outcome.reward, outcome.status,
-                                              {**metadata, "timings": outcome.timings, "reason": outcome.reason})
-            usage = _usage(summary)
-            if usage.get("engine_errors") and outcome.status in ("success", "failure", "agent_timeout"):
-                outcome.status, outcome.reason = "infra_error", f"engine failed on {usage['engine_errors']:.0f} call(s)"
-            trajectory = await self.proxy.trajectory(rollout_id)
-            trajectory_path = self.run_dir / "trajectories" / f"{rollout_id}.json"
-            _write(trajectory_path, json.dumps(trajectory))
-        except _NoProxy:
-            pass
+            summary = await self.proxy.finish(result.rollout_id, result.reward, result.status,
+                                              {**metadata, "timings": result.timings, "reason": result.reason})
+            result.model_usage = _usage(summary)
+            errors = result.model_usage.get("engine_errors")
+            if errors and result.status in ("success", "failure", "agent_timeout"):
+                result.status, result.reason = "infra_error", f"engine failed on {errors:.0f} call(s)"
+            trajectory = await self.proxy.trajectory(result.rollout_id)
+            path = self.run_dir / "trajectories" / f"{result.rollout_id}.json"
+            _write(path, json.dumps(trajectory))
+            result.trajectory = str(path.relative_to(self.run_dir))
         except ForgeError as exc:
-            if outcome.status != "infra_error":
-                outcome.status, outcome.reason = "infra_error", f"proxy: {exc}"
-        return self._result(job, rollout_id, outcome.status, outcome.reward, outcome.reason, outcome.timings,
-                            usage, outcome.metrics, outcome.harness_exit_code,
-                            str(trajectory_path.relative_to(self.run_dir)) if trajectory_path else None)
-
-    def _result(self, job: Job, rollout_id: str, status: Status, reward: float | None, reason: str,
-                timings: dict[str, float], usage: dict[str, float] | None = None, metrics: dict | None = None,
-                exit_code: int | None = None, trajectory: str | None = None) -> RolloutResult:
-        return RolloutResult(rollout_id, job.task.name, job.attempt, self.harness.name, status, reward, reason,
-                             job.try_index, {k: round(v, 3) for k, v in timings.items()}, usage or {},
-                             metrics or {}, exit_code, trajectory)
+            if result.status != "infra_error":
+                result.status, result.reason = "infra_error", f"proxy: {exc}"
+        return _closed(result, started)
 
     async def _save_logs(self, sandbox: Sandbox, rollout_id: str) -> None:
         try:
@@ -274,19 +295,10 @@ class Orchestrator:
             pass  # nothing to save (the sandbox died, or the harness wrote no logs)
 
 
-class _NoProxy(Exception):
-    pass
-
-
-@dataclass
-class _Outcome:
-    rollout_id: str
-    status: Status
-    reward: float | None
-    reason: str
-    timings: dict[str, float] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    harness_exit_code: int | None = None
+def _closed(result: RolloutResult, started: float) -> RolloutResult:
+    result.timings["total_s"] = time.monotonic() - started
+    result.timings = {key: round(value, 3) for key, value in result.timings.items()}
+    return result
 
 
 def _usage(summary: dict[str, Any]) -> dict[str, float]:

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field
 
-from openforgerl.errors import ProxyError
+from openforgerl.errors import ProviderError, ProxyError
 from openforgerl.rollout.proxy.engine import EngineConfig, VLLMEngineConfig
 
 
@@ -40,11 +40,14 @@ class ProxySettings(BaseModel):
 
 
 class ProxyHandle:
-    def __init__(self, base_url: str, admin_token: str, data_dir: Path | None = None) -> None:
+    """The admin client: ``base_url`` is also what harnesses are given (plus their rollout token)."""
+
+    def __init__(self, base_url: str, admin_token: str, data_dir: Path | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.admin_token = admin_token
         self.data_dir = data_dir
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=60,
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=60, transport=transport,
                                        headers={"authorization": f"Bearer {admin_token}"})
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -69,6 +72,26 @@ class ProxyHandle:
 
     async def close(self) -> None:
         await self._http.aclose()
+
+
+async def check_engine(settings: ProxySettings) -> None:
+    """Raise ProviderError unless the model behind this run answers: a running proxy's ``/health``, or
+    the in-run proxy's vLLM engine listing its models (a scripted engine always answers)."""
+    if settings.url:
+        url, what = settings.url.rstrip("/") + "/health", f"the proxy at {settings.url}"
+        fix = "start it (forge proxy), or unset proxy.url so the run starts its own"
+    elif isinstance(settings.engine, VLLMEngineConfig):
+        url, what = settings.engine.base_url.rstrip("/") + "/v1/models", f"the vLLM engine at {settings.engine.base_url}"
+        fix = "start it (forge serve --model NAME) or point the run at one (--engine-url URL)"
+    else:
+        return
+    try:
+        async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
+            answer = await client.get(url)
+    except httpx.HTTPError as exc:
+        raise ProviderError(f"{what} does not answer ({type(exc).__name__} on GET {url})", fix=fix) from exc
+    if answer.status_code != 200:
+        raise ProviderError(f"{what} answered GET {url} with HTTP {answer.status_code}", fix=fix)
 
 
 @contextlib.asynccontextmanager

@@ -7,7 +7,6 @@ the harness and verifier logs, and summary.json.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -17,11 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.config import save_resolved
+from openforgerl.errors import UserError
 from openforgerl.manifest import published_tasks
 from openforgerl.rollout.harness import Harness
 from openforgerl.rollout.harnesses import make_harness
-from openforgerl.rollout.orchestrator import STATUSES, Orchestrator, RolloutConfig, RolloutResult
-from openforgerl.rollout.proxy_handle import open_proxy
+from openforgerl.rollout.harnesses.install import installed
+from openforgerl.rollout.orchestrator import (STATUSES, OnResult, Orchestrator, RolloutConfig, RolloutResult,
+                                              final_tries)
+from openforgerl.rollout.proxy_handle import ProxyHandle, check_engine, open_proxy
+from openforgerl.rollout.runtime import Runtime
 from openforgerl.rollout.runtimes import make_runtime
 from openforgerl.tasks import Task, find_task_dirs
 
@@ -44,60 +47,66 @@ def new_run_dir(config: RolloutConfig) -> tuple[Path, str]:
     return run_dir, run_dir.name
 
 
-def image_resolver(config: RolloutConfig):
-    """Task image (+ harness layer) per rollout; docker builds run in threads, once per content."""
-    if config.runtime.type != "docker":
-        async def passthrough(task: Task, harness: Harness) -> str:
-            return task.config.environment.docker_image or "local"
-        return passthrough
+async def run_rollouts(config: RolloutConfig, on_result: OnResult | None = None, harness: Harness | None = None,
+                       runtime: Runtime | None = None,
+                       proxy: ProxyHandle | None = None) -> tuple[Path, list[RolloutResult]]:
+    """Run ``config``; ``harness`` / ``runtime`` / ``proxy`` replace the ones it names (custom adapters,
+    a proxy the caller runs, tests).
 
-    from openforgerl.containers.client import docker_client
-    from openforgerl.containers.images import ensure_task_image
-    from openforgerl.rollout.harness_image import harness_image
-
-    client = docker_client()
-
-    async def resolve(task: Task, harness: Harness) -> str:
-        image, _ = await asyncio.to_thread(ensure_task_image, client, task)
-        return await asyncio.to_thread(harness_image, client, image, harness.tool)
-    return resolve
-
-
-async def run_rollouts(config: RolloutConfig, on_result: Any = None,
-                       harness: Harness | None = None) -> tuple[Path, list[RolloutResult]]:
-    """Run ``config``; ``harness`` replaces the one named in the config (custom adapters, tests)."""
+    Everything that would fail every rollout is checked first (``preflight``), so a broken setup is
+    one line with its fix before any sandbox starts, not N infra errors."""
     tasks = load_tasks(config.tasks)
     harness = harness or make_harness(config.harness, **config.harness_options)
+    runtime = runtime or make_runtime(config.runtime)
+    await preflight(config, tasks, harness, runtime, check_model=proxy is None)
     run_dir, run_id = new_run_dir(config)
     save_resolved(config, run_dir)
-    runtime = make_runtime(config.runtime)
     await runtime.sweep()
-    resolve = image_resolver(config)
-    proxied = open_proxy(config.proxy, config.model, run_dir / "proxy") if harness.uses_model else _no_proxy()
-    async with proxied as proxy:
-        orchestrator = Orchestrator(config, runtime, harness, proxy, run_dir, run_id, resolve, on_result)
+    async with _proxy_for(config, harness, run_dir, proxy) as handle:
+        orchestrator = Orchestrator(config, runtime, harness, handle, run_dir, run_id, on_result)
         results = await orchestrator.run(tasks)
     (run_dir / "summary.json").write_text(json.dumps(summarize(results), indent=2))
     return run_dir, results
 
 
+def _proxy_for(config: RolloutConfig, harness: Harness, run_dir: Path,
+               given: ProxyHandle | None) -> contextlib.AbstractAsyncContextManager[ProxyHandle | None]:
+    """The caller's proxy, else the one ``config.proxy`` names (started in-run), or none for a harness
+    that calls no model."""
+    if not harness.uses_model:
+        return _no_proxy()
+    if given is not None:
+        return contextlib.nullcontext(given)
+    return open_proxy(config.proxy, config.model, run_dir / "proxy")
+
+
+async def preflight(config: RolloutConfig, tasks: list[Task], harness: Harness, runtime: Runtime, *,
+                    check_model: bool = True) -> None:
+    """Raise one ForgeError (what, and the fix) for anything that would fail every rollout of this run:
+    no tasks, the harness not installed, the model engine not answering, images the runtime cannot have."""
+    if not tasks:
+        raise UserError(f"no task directories in {', '.join(config.tasks)}",
+                        fix="pass task directories (each holds a task.toml) or a build-env manifest.jsonl")
+    if harness.tool is not None and harness.tool not in installed():
+        raise UserError(f"harness {harness.name!r} is not installed", fix=f"forge harness install {harness.tool}")
+    if harness.uses_model and check_model:
+        await check_engine(config.proxy)
+    await runtime.check(tasks)
+
+
 @contextlib.asynccontextmanager
-async def _no_proxy() -> AsyncIterator[None]:
+async def _no_proxy() -> AsyncIterator[ProxyHandle | None]:
     yield None
 
 
 def summarize(results: list[RolloutResult]) -> dict[str, Any]:
     """Counts per status; reward and pass rate over the final try of each (task, attempt)."""
-    final: dict[tuple[str, int], RolloutResult] = {}
-    for result in results:
-        key = (result.task, result.attempt)
-        if key not in final or result.try_index >= final[key].try_index:
-            final[key] = result
-    counts = Counter(r.status for r in final.values())
-    scored = [r.reward for r in final.values() if r.reward is not None and r.status != "infra_error"]
+    final = final_tries(results)
+    counts = Counter(r.status for r in final)
+    scored = [r.reward for r in final if r.reward is not None and r.status != "infra_error"]
     per_task: dict[str, dict[str, Any]] = {}
-    for (task, _), result in sorted(final.items()):
-        entry = per_task.setdefault(task, {"attempts": 0, "successes": 0, "statuses": Counter()})
+    for result in sorted(final, key=lambda r: (r.task, r.attempt)):
+        entry = per_task.setdefault(result.task, {"attempts": 0, "successes": 0, "statuses": Counter()})
         entry["attempts"] += 1
         entry["successes"] += result.status == "success"
         entry["statuses"][result.status] += 1

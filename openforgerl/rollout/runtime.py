@@ -1,8 +1,9 @@
 """Where a rollout runs: a ``Runtime`` starts one ``Sandbox`` per rollout (a container, a pod, a temp dir).
 
 Invariant: a started sandbox is always removed. ``Runtime.sandbox()`` owns it as an async context
-manager and ``Sandbox.stop()`` (framework-owned, idempotent, shielded from cancellation) runs on
-every exit path; implementations only provide the ``_remove`` hook. Every ``exec`` has a wall-clock
+manager (the orchestrator runs every rollout inside one) and ``Sandbox.stop()`` (framework-owned,
+idempotent, shielded from cancellation) runs on every exit path; implementations only provide the
+``_remove`` hook. Every ``exec`` has a wall-clock
 timeout after which its whole process tree is killed, and reports that as data, not an exception.
 """
 
@@ -14,11 +15,12 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from openforgerl.errors import SandboxError
+from openforgerl.tasks import Task
 
 # Labels every sandbox carries, so a sweep can find what a dead run left behind.
 LABEL_RUN = "openforgerl.run"
@@ -127,14 +129,33 @@ class Sandbox(ABC):
         await asyncio.shield(self._remove())
 
 
+class RuntimeConfig(BaseModel):
+    """Settings of a runtime; each runtime subclasses it with ``type: Literal["its name"]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+
+
 class Runtime(ABC):
     """Starts sandboxes. One instance serves a whole run, concurrently."""
 
-    name: str = "runtime"
+    name: ClassVar[str] = "runtime"
+    Config: ClassVar[type[RuntimeConfig]] = RuntimeConfig
+    """This runtime's settings model; ``runtime:`` in a run config is validated against it."""
 
     @abstractmethod
     async def start(self, spec: SandboxSpec) -> Sandbox:
         """Start a sandbox; raises SandboxError (an infra failure) when it cannot."""
+
+    async def check(self, tasks: Sequence[Task]) -> None:
+        """Hook: before a run starts, raise a ForgeError (one line, with the fix) for anything that would
+        fail every rollout of ``tasks`` here (no engine, an image that cannot be had)."""
+
+    async def image_for(self, task: Task, tool: str | None) -> str:
+        """Hook: the image a rollout of ``task`` runs in, with the harness tools ``tool`` (None: no
+        harness files). Raises SandboxError when it cannot be made (an infra failure)."""
+        return task.config.environment.docker_image or ""
 
     async def sweep(self) -> int:
         """Remove sandboxes left by runs whose owner process is gone; returns how many."""

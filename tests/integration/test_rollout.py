@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from openforgerl.errors import ProviderError, UserError
 from openforgerl.rollout.harness import Harness
 from openforgerl.rollout.orchestrator import STATUSES, RolloutConfig
 from openforgerl.rollout.proxy_handle import ProxySettings
@@ -115,21 +116,21 @@ def test_verifier_crash_is_a_verifier_error(tmp_path: Path):
     assert results[0].status == "verifier_error" and "boom" in results[0].reason
 
 
-def test_missing_image_is_an_infra_error_and_is_retried_as_new_rollouts(tmp_path: Path):
+def test_a_missing_image_fails_the_run_before_any_container_starts(tmp_path: Path):
     task = make_task(tmp_path, "hello", image="openforgerl/does-not-exist:1")
-    run_dir, results = rollout(config(tmp_path, [task], retry_infra=1))
-    assert [(r.status, r.try_index) for r in results] == [("infra_error", 0), ("infra_error", 1)]
-    assert "not found" in results[0].reason
-    assert results[0].rollout_id != results[1].rollout_id
+    with pytest.raises(UserError, match="openforgerl/does-not-exist:1 is not present locally") as raised:
+        asyncio.run(run_rollouts(config(tmp_path, [task], retry_infra=1)))
+    assert "forge build-env" in (raised.value.fix or "")
+    assert not (tmp_path / "run").exists()
 
 
-def test_engine_down_is_an_infra_error(tmp_path: Path):
+def test_an_engine_that_is_down_fails_the_run_before_any_container_starts(tmp_path: Path):
     task = make_task(tmp_path, "hello")
     cfg = config(tmp_path, [task])
     cfg.proxy = ProxySettings(engine={"type": "vllm", "base_url": "http://127.0.0.1:9", "model": "smollm2",
                                       "timeout_s": 5})
-    _, results = rollout(cfg)
-    assert results[0].status == "infra_error" and "engine" in results[0].reason
+    with pytest.raises(ProviderError, match="does not answer"):
+        asyncio.run(run_rollouts(cfg))
 
 
 def test_container_killed_mid_run_is_an_infra_error(tmp_path: Path):

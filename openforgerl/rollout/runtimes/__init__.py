@@ -1,43 +1,50 @@
-"""Runtime implementations and the factory that builds one from its config.
+"""Runtime implementations, by name, and the factory that builds one from its settings.
 
-Built-ins are a short-name -> dotted-path table; third parties register more under the entry-point
-group ``openforgerl.runtimes``. An unknown name lists the known ones.
+Built-ins: ``docker`` and ``local``; third parties register more under the entry-point group
+``openforgerl.runtimes``. Invariant: ``runtime:`` in a run config is validated against the settings
+model of the runtime its ``type`` names (``Runtime.Config``), so a plugin runtime is configured
+exactly like a built-in one and a misspelt setting is an error, not silently dropped.
 """
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ValidationError
 
-from openforgerl.errors import UnknownNameError
-from openforgerl.rollout.runtime import Runtime
-from openforgerl.rollout.runtimes.docker import DockerRuntimeConfig
-from openforgerl.rollout.runtimes.local import LocalRuntimeConfig
+from openforgerl.errors import ConfigError
+from openforgerl.plugins import NameTable
+from openforgerl.rollout.runtime import Runtime, RuntimeConfig
 
-BUILTIN_RUNTIMES: dict[str, str] = {
+RUNTIMES: NameTable[type[Runtime]] = NameTable("runtime", {
     "docker": "openforgerl.rollout.runtimes.docker:DockerRuntime",
     "local": "openforgerl.rollout.runtimes.local:LocalRuntime",
-}
+}, "openforgerl.runtimes")
 
-RuntimeConfig = Annotated[DockerRuntimeConfig | LocalRuntimeConfig, Field(discriminator="type")]
-
-
-def _load(path: str) -> Any:
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
+DEFAULT_RUNTIME = "docker"
 
 
 def runtime_class(name: str) -> type[Runtime]:
-    if name in BUILTIN_RUNTIMES:
-        return _load(BUILTIN_RUNTIMES[name])
-    plugins = {ep.name: ep for ep in entry_points(group="openforgerl.runtimes")}
-    if name in plugins:
-        return plugins[name].load()
-    raise UnknownNameError("runtime", name, [*BUILTIN_RUNTIMES, *plugins])
+    return RUNTIMES.load(name)
 
 
-def make_runtime(config: DockerRuntimeConfig | LocalRuntimeConfig | Any) -> Runtime:
-    return runtime_class(config.type)(config)
+def runtime_config(value: Any) -> RuntimeConfig:
+    """Settings for the runtime ``value["type"]`` names (docker when unset), validated by its ``Config``."""
+    if isinstance(value, RuntimeConfig):
+        return value
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    data = dict(value or {})
+    data.setdefault("type", DEFAULT_RUNTIME)
+    model = runtime_class(str(data["type"])).Config
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"runtime.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
+        valid = ", ".join(model.model_fields)
+        raise ConfigError(problems, fix=f"the {data['type']} runtime takes: {valid}") from None
+
+
+def make_runtime(config: RuntimeConfig | dict[str, Any] | None = None) -> Runtime:
+    settings = runtime_config(config)
+    return runtime_class(settings.type)(settings)

@@ -22,14 +22,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import docker.errors
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from openforgerl.containers.client import docker_client
+from openforgerl.containers.images import check_bases_local, ensure_task_image
 from openforgerl.containers.refs import ensure_local
-from openforgerl.errors import ForgeError, SandboxError
+from openforgerl.errors import ForgeError, SandboxError, UserError
+from openforgerl.rollout.harness_image import harness_image
 from openforgerl.rollout.runtime import (LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_RUN, ExecResult, Runtime,
-                                         Sandbox, SandboxHealth, SandboxSpec)
+                                         RuntimeConfig, Sandbox, SandboxHealth, SandboxSpec)
 from openforgerl.stack.services import is_alive
+from openforgerl.tasks import Task
 
 # Docker's default capability set minus the ones an agent never needs (raw sockets, mknod, chroot,
 # file capabilities, audit). Enough for apt, chown and su inside the sandbox.
@@ -38,7 +41,7 @@ KILL_GRACE_S = 10.0
 OUTPUT_LIMIT = 4 * 1024 * 1024  # keep the last 4 MiB of each stream
 
 
-class DockerRuntimeConfig(BaseModel):
+class DockerRuntimeConfig(RuntimeConfig):
     """Settings of the docker runtime."""
 
     type: Literal["docker"] = "docker"
@@ -52,6 +55,7 @@ class DockerRuntimeConfig(BaseModel):
 
 class DockerRuntime(Runtime):
     name = "docker"
+    Config = DockerRuntimeConfig
 
     def __init__(self, config: DockerRuntimeConfig | None = None) -> None:
         self.config = config or DockerRuntimeConfig()
@@ -65,6 +69,28 @@ class DockerRuntime(Runtime):
             except ForgeError as exc:  # a rollout records this as an infra error
                 raise SandboxError(f"docker engine unavailable: {exc.what}", fix=exc.fix) from exc
         return self._client
+
+    async def check(self, tasks: Sequence[Task]) -> None:
+        """The engine answers, and every task's image is local or can be had from a loopback registry
+        (pulled now, once, rather than by every rollout) or built from its environment/."""
+        await asyncio.to_thread(self._check, tasks)
+
+    def _check(self, tasks: Sequence[Task]) -> None:
+        client = self.client
+        for image in sorted({t.config.environment.docker_image for t in tasks if t.config.environment.docker_image}):
+            ensure_local(client, image, UserError, fix="publish the task with forge build-env (it pushes the image "
+                                                        "to the local registry), or fix [environment] docker_image")
+        for task in tasks:
+            if not task.config.environment.docker_image:
+                if not task.dockerfile.is_file():
+                    raise UserError(f"{task.path}: neither [environment] docker_image nor environment/Dockerfile",
+                                    fix="run forge build-env on it (templated environments are rendered there)")
+                check_bases_local(client, task.dockerfile)
+
+    async def image_for(self, task: Task, tool: str | None) -> str:
+        """The task image (built once per environment content) plus the harness tools layer."""
+        image, _ = await asyncio.to_thread(ensure_task_image, self.client, task)
+        return await asyncio.to_thread(harness_image, self.client, image, tool)
 
     async def start(self, spec: SandboxSpec) -> DockerSandbox:
         return await asyncio.to_thread(self._start, spec)

@@ -18,15 +18,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
-
 from openforgerl.errors import SandboxError
-from openforgerl.rollout.runtime import ExecResult, Runtime, Sandbox, SandboxHealth, SandboxSpec
+from openforgerl.rollout.runtime import ExecResult, Runtime, RuntimeConfig, Sandbox, SandboxHealth, SandboxSpec
 
 OUTPUT_LIMIT = 4 * 1024 * 1024
 
 
-class LocalRuntimeConfig(BaseModel):
+class LocalRuntimeConfig(RuntimeConfig):
     """Settings of the local runtime."""
 
     type: Literal["local"] = "local"
@@ -36,6 +34,7 @@ class LocalRuntimeConfig(BaseModel):
 
 class LocalRuntime(Runtime):
     name = "local"
+    Config = LocalRuntimeConfig
 
     def __init__(self, config: LocalRuntimeConfig | None = None) -> None:
         self.config = config or LocalRuntimeConfig()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openforgerl.envs.baselines import judge
+from openforgerl.envs.baselines import check_bounds
 from openforgerl.rollout.orchestrator import RolloutResult
 
 
@@ -12,25 +12,25 @@ def runs(harness: str, *rewards: float | None, status: str | None = None, reason
 
 
 def test_nop_scoring_0_and_oracle_scoring_1_pass():
-    assert judge("nop", runs("nop", 0.0, 0.0), 0.0) == (True, "")
-    assert judge("oracle", runs("oracle", 1.0, 1.0), 1.0) == (True, "")
+    assert check_bounds("nop", runs("nop", 0.0, 0.0), 0.0) == (True, "")
+    assert check_bounds("oracle", runs("oracle", 1.0, 1.0), 1.0) == (True, "")
 
 
 def test_a_verifier_that_passes_doing_nothing_fails_the_nop_check():
-    ok, reason = judge("nop", runs("nop", 1.0, 1.0), 0.0)
+    ok, reason = check_bounds("nop", runs("nop", 1.0, 1.0), 0.0)
     assert not ok and reason.startswith("nop check") and "passes without the task being done" in reason
 
 
 def test_a_wrong_solution_fails_the_oracle_check():
-    ok, reason = judge("oracle", runs("oracle", 0.0, 0.0), 1.0)
+    ok, reason = check_bounds("oracle", runs("oracle", 0.0, 0.0), 1.0)
     assert not ok and "oracle_min 1" in reason and "[0, 0]" in reason
 
 
 def test_repeats_that_disagree_are_flaky_even_when_each_would_pass():
-    ok, reason = judge("nop", runs("nop", 0.0, 0.0, 0.0, 0.5), 0.5)
+    ok, reason = check_bounds("nop", runs("nop", 0.0, 0.0, 0.0, 0.5), 0.5)
     assert not ok and "flaky" in reason and "[0, 0, 0, 0.5]" in reason
 
 
 def test_a_crashing_verifier_fails_with_its_message():
-    ok, reason = judge("nop", runs("nop", None, None, status="verifier_error", reason="boom"), 0.0)
+    ok, reason = check_bounds("nop", runs("nop", None, None, status="verifier_error", reason="boom"), 0.0)
     assert not ok and "the verifier crashed in 2/2 repeats: boom" in reason

@@ -1,0 +1,191 @@
+"""The orchestrator's status machine on the fake runtime: every status, every retry path, no Docker.
+
+Each rollout of a run ends in exactly one recorded status (rollouts.jsonl, summary.json, the
+returned results agree), and no sandbox is left behind whatever happened inside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from openforgerl.errors import ProviderError, SandboxError, UserError
+from openforgerl.rollout.harness import AgentContext, Harness, Invocation
+from openforgerl.rollout.orchestrator import STATUSES, RolloutConfig, RolloutResult
+from openforgerl.rollout.proxy_handle import ProxyHandle
+from openforgerl.rollout.run import run_rollouts
+from openforgerl.testing.runtime import (FakeRuntime, Scenario, dies, exits, hangs, oom_kills, raises, reward,
+                                         scripted, writes)
+from openforgerl.testing.tasks import write_task
+
+
+class Agent(Harness):
+    """The agent under test is whatever the fake sandbox's scenario says its command does."""
+
+    name = "agent"
+    uses_model = False
+
+    def invocation(self, ctx: AgentContext) -> Invocation:
+        return Invocation(["agent", ctx.instruction], env={"OPENAI_BASE_URL": ctx.base_url,
+                                                          "OPENAI_API_KEY": ctx.api_key})
+
+
+def run(tmp_path: Path, runtime: FakeRuntime, *, tasks: list[str] = ("hello",), harness: Harness | None = None,
+        proxy: ProxyHandle | None = None, **config) -> tuple[Path, list[RolloutResult]]:
+    dirs = [write_task(tmp_path / "tasks", name) for name in tasks]
+    cfg = RolloutConfig(tasks=[str(d) for d in dirs], harness="nop", run_dir=str(tmp_path / "run"), **config)
+    run_dir, results = asyncio.run(run_rollouts(cfg, harness=harness or Agent(), runtime=runtime, proxy=proxy))
+    lines = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [line["rollout_id"] for line in lines] == [r.rollout_id for r in results]
+    assert len(lines) == summary["rollouts"] and all(line["status"] in STATUSES for line in lines)
+    assert sum(summary["statuses"].values()) == len({(r.task, r.attempt) for r in results})
+    assert runtime.left_running == [], "a sandbox was left behind"
+    return run_dir, results
+
+
+def statuses(results: list[RolloutResult]) -> list[tuple[str, float | None]]:
+    return [(r.status, r.reward) for r in results]
+
+
+def test_a_reward_at_the_threshold_is_a_success_and_below_it_a_policy_failure(tmp_path: Path):
+    _, ok = run(tmp_path / "a", FakeRuntime(Scenario(verifier=reward(1.0, checked="hello.txt"))))
+    assert statuses(ok) == [("success", 1.0)] and ok[0].metrics == {"checked": "hello.txt"}
+    _, partial = run(tmp_path / "b", FakeRuntime(Scenario(verifier=reward(0.5))), pass_threshold=0.5)
+    assert statuses(partial) == [("success", 0.5)]
+    _, bad = run(tmp_path / "c", FakeRuntime(Scenario(verifier=reward(0))))
+    assert statuses(bad) == [("failure", 0.0)]
+
+
+def test_the_run_directory_keeps_the_agent_and_verifier_output(tmp_path: Path):
+    runtime = FakeRuntime(Scenario(agent=exits(0, stdout="wrote hello.txt"),
+                                   verifier=writes("/logs/verifier/reward.txt", "1", then=exits(0, stdout="ok"))))
+    run_dir, [result] = run(tmp_path, runtime)
+    logs = run_dir / "logs" / result.rollout_id
+    assert (logs / "agent.stdout").read_text() == "wrote hello.txt"
+    assert (logs / "verifier.stdout").read_text() == "ok"
+    assert (logs / "logs" / "verifier" / "reward.txt").read_text() == "1"  # the sandbox's /logs, copied out
+    assert (run_dir / "config.yaml").is_file() and result.timings["total_s"] >= result.timings["harness_s"]
+
+
+def test_a_crashing_harness_is_a_policy_failure_that_keeps_its_exit_code(tmp_path: Path):
+    _, results = run(tmp_path, FakeRuntime(Scenario(agent=exits(139, stderr="Segmentation fault"), verifier=reward(0))))
+    assert [(r.status, r.reward, r.harness_exit_code) for r in results] == [("failure", 0.0, 139)]
+
+
+def test_an_agent_past_its_timeout_is_killed_and_recorded_as_agent_timeout(tmp_path: Path):
+    runtime = FakeRuntime(Scenario(agent=hangs(), verifier=reward(0)))
+    _, results = run(tmp_path, runtime, agent_timeout_sec=0.05)
+    assert statuses(results) == [("agent_timeout", 0.0)] and "agent ran past" in results[0].reason
+    assert runtime.sandboxes[0].strays_killed == 1  # what it left running is ended before the verifier
+
+
+@pytest.mark.parametrize("verifier, why", [
+    (writes("/logs/verifier/reward.json", '{"reward": "high"}'), "finite number"),
+    (writes("/logs/verifier/reward.json", "{oops"), "not JSON"),
+    (exits(2, stderr="boom"), "boom"),
+    (hangs(), "timed out"),
+])
+def test_a_verifier_that_cannot_decide_is_a_verifier_error(tmp_path: Path, verifier, why: str):
+    _, results = run(tmp_path, FakeRuntime(Scenario(verifier=verifier)), verifier_timeout_sec=0.05)
+    assert statuses(results) == [("verifier_error", None)] and why in results[0].reason
+
+
+def test_a_reward_file_the_agent_planted_is_gone_before_the_verifier_runs(tmp_path: Path):
+    planted = writes("/logs/verifier/reward.json", '{"reward": 1}')
+    runtime = FakeRuntime(Scenario(agent=planted, verifier=exits(0)))  # the verifier itself writes nothing
+    _, results = run(tmp_path, runtime)
+    assert statuses(results) == [("verifier_error", None)]
+    assert "neither reward.json nor reward.txt" in results[0].reason
+
+
+@pytest.mark.parametrize("scenario, why", [
+    (Scenario(agent=dies()), "container exited"),
+    (Scenario(agent=oom_kills(then=exits(0)), verifier=reward(1)), "OOM"),
+    (Scenario(agent=dies(oom=True)), "OOM"),
+    (Scenario(verifier=dies(detail="container was removed")), "sandbox died during verification"),
+    (Scenario(start_error=SandboxError("image openforgerl/task:x not found")), "not found"),
+    (Scenario(image_error=SandboxError("harness 'codex' is not installed")), "not installed"),
+    (Scenario(agent=raises(SandboxError("cannot exec in container"))), "cannot exec"),
+    (Scenario(agent=raises(KeyError("bug"))), "internal error: KeyError"),
+])
+def test_what_is_not_the_policy_s_doing_is_an_infra_error(tmp_path: Path, scenario: Scenario, why: str):
+    _, results = run(tmp_path, FakeRuntime(scenario))
+    assert statuses(results) == [("infra_error", None)] and why in results[0].reason
+
+
+def test_infra_errors_are_retried_as_new_rollouts_and_only_the_final_try_counts(tmp_path: Path):
+    flaky = [Scenario(start_error=SandboxError("engine hiccup")), Scenario(agent=dies()), Scenario()]
+    runtime = FakeRuntime(scripted({"hello": flaky}))
+    run_dir, results = run(tmp_path, runtime, retry_infra=2)
+    assert [(r.status, r.try_index) for r in results] == [("infra_error", 0), ("infra_error", 1), ("success", 2)]
+    assert len({r.rollout_id for r in results}) == 3
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["retries"] == 2 and summary["statuses"]["success"] == 1 and summary["statuses"]["infra_error"] == 0
+
+
+def test_retries_stop_at_retry_infra(tmp_path: Path):
+    runtime = FakeRuntime(Scenario(start_error=SandboxError("no engine")))
+    run_dir, results = run(tmp_path, runtime, retry_infra=1)
+    assert [(r.status, r.try_index) for r in results] == [("infra_error", 0), ("infra_error", 1)]
+    assert json.loads((run_dir / "summary.json").read_text())["statuses"]["infra_error"] == 1
+
+
+def test_policy_failures_are_never_retried(tmp_path: Path):
+    _, results = run(tmp_path, FakeRuntime(Scenario(agent=hangs(), verifier=reward(0))), retry_infra=3,
+                     agent_timeout_sec=0.05)
+    assert [r.status for r in results] == ["agent_timeout"]
+
+
+def test_many_rollouts_at_once_each_end_in_one_status(tmp_path: Path):
+    plans = {"ok": Scenario(), "bad": Scenario(verifier=reward(0)), "hang": Scenario(agent=hangs()),
+             "dead": Scenario(agent=dies())}
+    runtime = FakeRuntime(scripted(plans))
+    run_dir, results = run(tmp_path, runtime, tasks=list(plans), attempts=3, concurrency=4, agent_timeout_sec=0.05)
+    by_task = {task: {r.status for r in results if r.task == task} for task in plans}
+    assert by_task == {"ok": {"success"}, "bad": {"failure"}, "hang": {"agent_timeout"}, "dead": {"infra_error"}}
+    assert len(results) == 12 and len(runtime.sandboxes) == 12
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["tasks"]["ok"] == {"attempts": 3, "successes": 3, "statuses": {"success": 3}}
+
+
+def test_an_unreachable_proxy_is_an_infra_error_for_each_rollout(tmp_path: Path):
+    class ModelAgent(Agent):
+        uses_model = True
+
+    proxy = ProxyHandle("http://127.0.0.1:9", "admin-token-unused")  # nothing listens on the discard port
+    _, results = run(tmp_path, FakeRuntime(), harness=ModelAgent(), proxy=proxy, attempts=2)
+    assert [r.status for r in results] == ["infra_error", "infra_error"]
+    assert all(r.reason.startswith("proxy:") for r in results)
+
+
+def test_a_runtime_that_cannot_serve_the_run_fails_it_before_any_sandbox(tmp_path: Path):
+    runtime = FakeRuntime(check_error=UserError("image x is not present locally", fix="forge build-env"))
+    task = write_task(tmp_path, "hello")
+    config = RolloutConfig(tasks=[str(task)], harness="nop", run_dir=str(tmp_path / "run"))
+    with pytest.raises(UserError, match="not present locally"):
+        asyncio.run(run_rollouts(config, harness=Agent(), runtime=runtime))
+    assert runtime.starts == 0 and not (tmp_path / "run").exists()
+
+
+def test_a_run_without_tasks_says_so_before_anything_starts(tmp_path: Path):
+    (tmp_path / "manifest.jsonl").write_text("")  # build-env published nothing
+    config = RolloutConfig(tasks=[str(tmp_path / "manifest.jsonl")], harness="nop", run_dir=str(tmp_path / "run"))
+    with pytest.raises(UserError, match="no task directories"):
+        asyncio.run(run_rollouts(config, harness=Agent(), runtime=FakeRuntime()))
+
+
+def test_an_engine_that_does_not_answer_fails_the_run_before_any_sandbox(tmp_path: Path):
+    class ModelAgent(Agent):
+        uses_model = True
+
+    task = write_task(tmp_path, "hello")
+    config = RolloutConfig(tasks=[str(task)], run_dir=str(tmp_path / "run"),
+                           proxy={"engine": {"type": "vllm", "base_url": "http://127.0.0.1:9"}})
+    runtime = FakeRuntime()
+    with pytest.raises(ProviderError, match="vLLM engine at http://127.0.0.1:9 does not answer") as raised:
+        asyncio.run(run_rollouts(config, harness=ModelAgent(), runtime=runtime))
+    assert "forge serve" in (raised.value.fix or "") and runtime.starts == 0
