@@ -1,7 +1,12 @@
-"""Where openforgerl keeps what it downloads and makes: one home directory, reused across runs.
+"""Where openforgerl keeps things: a cache it can rebuild, and data it must never lose.
 
-``OPENFORGERL_HOME`` wins; otherwise ``$XDG_CACHE_HOME/openforgerl`` or ``~/.cache/openforgerl``.
-Everything under it is a cache: deleting it costs time, never data a run recorded.
+The **home** (``OPENFORGERL_HOME``, else ``$XDG_CACHE_HOME/openforgerl`` or ``~/.cache/openforgerl``)
+holds what can be made again: converted models, harness CLIs, the base image's rootfs, service
+state. Deleting it costs time, never a recorded rollout.
+The **data dir** holds what runs record and nothing can remake (the standalone proxy's rollout
+logs): ``OPENFORGERL_DATA``, else ``$OPENFORGERL_HOME/data`` when a home is set explicitly, else
+``$XDG_DATA_HOME/openforgerl`` or ``~/.local/share/openforgerl``. A ``forge rollout`` run keeps its
+own records in its run directory.
 """
 
 from __future__ import annotations
@@ -16,6 +21,16 @@ def forge_home() -> Path:
         return Path(env).expanduser()
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "openforgerl"
+
+
+def data_dir() -> Path:
+    """Recorded data (never a cache): see the module docstring for the order of precedence."""
+    if os.environ.get("OPENFORGERL_DATA"):
+        return Path(os.environ["OPENFORGERL_DATA"]).expanduser()
+    if os.environ.get("OPENFORGERL_HOME"):
+        return forge_home() / "data"
+    share = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(share) / "openforgerl"
 
 
 def models_dir() -> Path:

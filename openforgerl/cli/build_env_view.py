@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from openforgerl.envs.build import BuildEnvConfig, BuildReport, build_envs
+from openforgerl.envs.build import BuildEnvConfig, BuildEvent, BuildReport, build_envs
 from openforgerl.tasks import find_task_dirs
 
 
@@ -21,9 +21,8 @@ async def build_with_progress(config: BuildEnvConfig) -> BuildReport:
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as progress:
         bar = progress.add_task("", total=total)
 
-        def on_progress(task: str, text: str) -> None:
-            done = text == "passed" or text.startswith("failed")
-            progress.update(bar, advance=1 if done else 0, description=f"{task}: {text}")
+        def on_progress(event: BuildEvent) -> None:
+            progress.update(bar, advance=1 if event.done else 0, description=f"{event.task}: {event}")
 
         report = await build_envs(config, on_progress)
     console.print(outcome_table(report))

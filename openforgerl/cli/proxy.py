@@ -17,7 +17,7 @@ from openforgerl.cli import cli
 @click.option("--model", "model_name", default="smollm2", show_default=True,
               help="The policy: served model name, and whose tokenizer/chat template to use.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Where rollout logs are written and recovered from (default: ~/.cache/openforgerl/proxy).")
+              help="Where rollout logs are written and recovered from (default: the data dir's proxy/, ~/.local/share/openforgerl/proxy or $OPENFORGERL_DATA/proxy).")
 @click.option("--tokenizer", type=click.Path(exists=True, file_okay=False), default=None,
               help="A Hugging Face tokenizer directory instead of the pulled model's.")
 @click.option("--engine-url", default="http://127.0.0.1:8000", show_default=True, help="vLLM base URL.")
@@ -38,7 +38,8 @@ def proxy(engine_type: str, host: str, port: int, admin_token: str | None, model
 
     from openforgerl.config import read_config_file, resolve
     from openforgerl.rollout.proxy.config import ProxyConfig
-    from openforgerl.rollout.proxy.server import export, serve
+    from openforgerl.rollout.proxy.server import recorded_trajectories, serve
+    from openforgerl.train.export import export_trajectories
 
     if not admin_token:
         if not export_to:
@@ -52,8 +53,10 @@ def proxy(engine_type: str, host: str, port: int, admin_token: str | None, model
         defaults["data_dir"] = data_dir
     config = resolve(ProxyConfig, None, list(overrides), defaults=defaults)
     if export_to:
-        rollouts, segments = export(config, Path(export_to))
-        click.echo(f"{rollouts} rollouts, {segments} segments -> {export_to}")
+        trajectories = recorded_trajectories(config)
+        export_trajectories(trajectories, Path(export_to))
+        segments = sum(len(t.segments) for t in trajectories)
+        click.echo(f"{len(trajectories)} rollouts, {segments} segments -> {export_to}")
         return
     click.echo(f"forge proxy: http://{host}:{port} -> {engine_type}, logs in {config.data_dir}", err=True)
     serve(config)

@@ -7,7 +7,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from openforgerl.rollout.orchestrator import STATUSES, RolloutConfig, RolloutResult
-from openforgerl.rollout.run import load_tasks, run_rollouts
+from openforgerl.rollout.run import prepare_run
 
 STYLE = {"success": "green", "failure": "yellow", "agent_timeout": "magenta", "infra_error": "red",
          "verifier_error": "red"}
@@ -15,10 +15,10 @@ STYLE = {"success": "green", "failure": "yellow", "agent_timeout": "magenta", "i
 
 async def run_with_progress(config: RolloutConfig) -> None:
     console = Console(stderr=True)
-    total = len(load_tasks(config.tasks)) * config.attempts
+    prepared = await prepare_run(config)  # a broken setup fails here, before any progress is shown
     with Progress(TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=console, transient=False) as progress:
-        bar = progress.add_task("", total=total)
+        bar = progress.add_task("", total=prepared.rollouts)
         seen: dict[str, int] = {}
 
         def on_result(result: RolloutResult) -> None:
@@ -27,7 +27,7 @@ async def run_with_progress(config: RolloutConfig) -> None:
             progress.update(bar, advance=0 if retried else 1,
                             description=" ".join(f"{s}={n}" for s, n in seen.items()))
 
-        run_dir, results = await run_rollouts(config, on_result)
+        run_dir, results = await prepared.execute(on_result)
     console.print(summary_table(results))
     console.print(f"run directory: {run_dir}  (rollouts.jsonl, trajectories/, logs/, summary.json)")
 

@@ -41,7 +41,30 @@ from openforgerl.stack.registry import registry_address
 from openforgerl.tasks import Task, find_task_dirs
 
 log = get_logger(__name__)
-Progress = Callable[[str, str], None]
+Stage = Literal["load", "render", "static", "build", "dependencies", "baselines", "passed", "publish", "record"]
+"""Where a task's round stopped (``passed`` when it did not); publish and record fail after a pass."""
+
+
+@dataclass(frozen=True)
+class BuildEvent:
+    """What one task is doing now, for a display: working on ``stage`` in ``round``, or ``done``."""
+
+    task: str
+    stage: Stage | Literal["repair"]
+    round: int = 0
+    done: bool = False
+    passed: bool = False
+
+    def __str__(self) -> str:
+        if self.done:
+            return "passed" if self.passed else f"failed ({self.stage})"
+        if self.stage == "publish":
+            return "pushing"
+        what = {"build": "building", "baselines": "nop/oracle", "repair": "repairing"}
+        return f"{what.get(self.stage, self.stage)} (round {self.round})"
+
+
+Progress = Callable[[BuildEvent], None]
 
 
 class BuildEnvConfig(BaseModel):
@@ -79,8 +102,8 @@ class RoundRecord:
     """One try of a task (round 0 is the first; later ones follow a repair)."""
 
     round: int
-    stage: str
-    """Where it stopped: load, render, static, build, dependencies, e2e, or passed."""
+    stage: Stage
+    """Where it stopped (``passed`` when it did not)."""
     passed: bool
     reason: str = ""
     findings: list[str] = field(default_factory=list)
@@ -101,7 +124,7 @@ class TaskOutcome:
     task: str
     path: str
     passed: bool
-    stage: str
+    stage: Stage
     reason: str
     image: str | None = None
     image_digest: str | None = None
@@ -124,7 +147,7 @@ class EnvBuilder:
 
     def __init__(self, config: BuildEnvConfig, out_dir: Path, progress: Progress | None = None) -> None:
         self.config, self.out_dir = config, out_dir
-        self.progress = progress or (lambda task, text: None)
+        self.progress: Progress = progress or (lambda event: None)
         self.client = docker_client()
         self.registry = config.registry or registry_address()
         self.repairer = Repairer(config.repair) if config.repair else None
@@ -156,11 +179,11 @@ class EnvBuilder:
             outcome.passed, outcome.reason = False, f"internal error: {type(exc).__name__}: {exc}"
         outcome.rounds, outcome.seconds = rounds, round(time.monotonic() - started, 2)
         self._record(task_dir, outcome)
-        self.progress(outcome.task, "passed" if outcome.passed else f"failed ({outcome.stage})")
+        self.progress(BuildEvent(outcome.task, outcome.stage, len(rounds) - 1, done=True, passed=outcome.passed))
         return outcome
 
     async def _push(self, outcome: TaskOutcome) -> None:
-        self.progress(outcome.task, "pushing")
+        self.progress(BuildEvent(outcome.task, "publish"))
         try:
             outcome.image, outcome.image_digest = await asyncio.to_thread(
                 publish.push_image, self.client, outcome.image, self.registry)
@@ -178,7 +201,7 @@ class EnvBuilder:
                 return
             if attempt.record.stage == "load":
                 return  # without a loadable task.toml there is nothing to show the repairer
-            self.progress(outcome.task, f"repairing (round {number + 1})")
+            self.progress(BuildEvent(outcome.task, "repair", number + 1))
             attempt.record.repair = await self._repair(task_dir, number + 1, attempt, rounds)
 
     async def _attempt(self, task_dir: Path, number: int, outcome: TaskOutcome) -> _Attempt:
@@ -204,13 +227,13 @@ class EnvBuilder:
         if not self._fail_on(record, static_checks(task)):
             return
         record.stage = "build"
-        self.progress(task.name, f"building (round {number})")
+        self.progress(BuildEvent(task.name, "build", number))
         record.image, record.built = await self._image(task)
         record.stage = "dependencies"
         if not self._fail_on(record, await asyncio.to_thread(check_dependencies, self.client, record.image, task)):
             return
-        record.stage = "e2e"
-        self.progress(task.name, f"nop/oracle x{self.config.repeats} (round {number})")
+        record.stage = "baselines"
+        self.progress(BuildEvent(task.name, "baselines", number))
         label = self._labels.get(task_dir, task_dir.name)
         checks = await run_baselines(task_dir, self.out_dir / "runs" / label / f"round-{number}",
                                   repeats=self.config.repeats, nop_max=self.config.nop_max,

@@ -12,6 +12,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,26 +48,52 @@ def new_run_dir(config: RolloutConfig) -> tuple[Path, str]:
     return run_dir, run_dir.name
 
 
-async def run_rollouts(config: RolloutConfig, on_result: OnResult | None = None, harness: Harness | None = None,
-                       runtime: Runtime | None = None,
-                       proxy: ProxyHandle | None = None) -> tuple[Path, list[RolloutResult]]:
-    """Run ``config``; ``harness`` / ``runtime`` / ``proxy`` replace the ones it names (custom adapters,
-    a proxy the caller runs, tests).
+@dataclass
+class PreparedRun:
+    """A run whose tasks, harness and runtime are loaded and checked: nothing has started yet."""
 
-    Everything that would fail every rollout is checked first (``preflight``), so a broken setup is
+    config: RolloutConfig
+    tasks: list[Task]
+    harness: Harness
+    runtime: Runtime
+    proxy: ProxyHandle | None = None
+
+    @property
+    def rollouts(self) -> int:
+        """Rollouts the run makes before any infra retry."""
+        return len(self.tasks) * self.config.attempts
+
+    async def execute(self, on_result: OnResult | None = None) -> tuple[Path, list[RolloutResult]]:
+        run_dir, run_id = new_run_dir(self.config)
+        save_resolved(self.config, run_dir)
+        await self.runtime.sweep()
+        async with _proxy_for(self.config, self.harness, run_dir, self.proxy) as handle:
+            orchestrator = Orchestrator(self.config, self.runtime, self.harness, handle, run_dir, run_id, on_result)
+            results = await orchestrator.run(self.tasks)
+        (run_dir / "summary.json").write_text(json.dumps(summarize(results), indent=2))
+        return run_dir, results
+
+
+async def prepare_run(config: RolloutConfig, harness: Harness | None = None, runtime: Runtime | None = None,
+                      proxy: ProxyHandle | None = None) -> PreparedRun:
+    """Load and check what ``config`` names; ``harness`` / ``runtime`` / ``proxy`` replace the ones it
+    names (custom adapters, a proxy the caller runs, tests).
+
+    Everything that would fail every rollout is checked here (``preflight``), so a broken setup is
     one line with its fix before any sandbox starts, not N infra errors."""
     tasks = load_tasks(config.tasks)
     harness = harness or make_harness(config.harness, **config.harness_options)
     runtime = runtime or make_runtime(config.runtime)
     await preflight(config, tasks, harness, runtime, check_model=proxy is None)
-    run_dir, run_id = new_run_dir(config)
-    save_resolved(config, run_dir)
-    await runtime.sweep()
-    async with _proxy_for(config, harness, run_dir, proxy) as handle:
-        orchestrator = Orchestrator(config, runtime, harness, handle, run_dir, run_id, on_result)
-        results = await orchestrator.run(tasks)
-    (run_dir / "summary.json").write_text(json.dumps(summarize(results), indent=2))
-    return run_dir, results
+    return PreparedRun(config, tasks, harness, runtime, proxy)
+
+
+async def run_rollouts(config: RolloutConfig, on_result: OnResult | None = None, harness: Harness | None = None,
+                       runtime: Runtime | None = None,
+                       proxy: ProxyHandle | None = None) -> tuple[Path, list[RolloutResult]]:
+    """``prepare_run`` then ``execute``: the whole of ``forge rollout`` without its display."""
+    prepared = await prepare_run(config, harness, runtime, proxy)
+    return await prepared.execute(on_result)
 
 
 def _proxy_for(config: RolloutConfig, harness: Harness, run_dir: Path,

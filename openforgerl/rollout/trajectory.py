@@ -9,10 +9,8 @@ ones the engine was actually given. A call that does not extend a segment starts
 from __future__ import annotations
 
 import base64
-import json
 from array import array
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 CallKind = Literal["clean", "realigned", "fork"]
@@ -171,31 +169,3 @@ class Trajectory:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.summary(), "segments": [s.to_dict() for s in self.segments]}
-
-
-def export_jsonl(trajectories: list[Trajectory], path: str | Path) -> Path:
-    path = Path(path)
-    with path.open("w", encoding="utf-8") as out:
-        for trajectory in trajectories:
-            for row in trajectory.rows():
-                out.write(json.dumps(row) + "\n")
-    return path
-
-
-def export_parquet(trajectories: list[Trajectory], path: str | Path) -> Path:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        from openforgerl.errors import UserError
-
-        raise UserError("parquet export needs pyarrow", fix='pip install "openforgerl[proxy]"') from exc
-    rows = [dict(row, metadata=json.dumps(row["metadata"]), timings=json.dumps(row["timings"]))
-            for t in trajectories for row in t.rows()]
-    schema = pa.schema([("rollout_id", pa.string()), ("segment", pa.int32()),
-                        ("prompt_ids", pa.list_(pa.int32())), ("response_ids", pa.list_(pa.int32())),
-                        ("response_mask", pa.list_(pa.int8())), ("logprobs", pa.list_(pa.float32())),
-                        ("calls", pa.list_(pa.int32())), ("reward", pa.float64()),
-                        ("status", pa.string()), ("metadata", pa.string()), ("timings", pa.string())])
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
-    return Path(path)

@@ -230,9 +230,9 @@ def test_a_batch_reports_every_bad_task_with_its_reason_and_builds_the_shared_en
     report = json.loads((tmp_path / "out" / "build_report.json").read_text())
     outcomes = {Path(o["path"]).name: o for o in report["outcomes"]}
     assert outcomes["harbor-hello"]["passed"] is True
-    assert outcomes["always-passes"]["stage"] == "e2e" and "nop check" in outcomes["always-passes"]["reason"]
+    assert outcomes["always-passes"]["stage"] == "baselines" and "nop check" in outcomes["always-passes"]["reason"]
     assert "passes without the task being done" in outcomes["always-passes"]["reason"]
-    assert outcomes["wrong-solution"]["stage"] == "e2e" and "oracle check" in outcomes["wrong-solution"]["reason"]
+    assert outcomes["wrong-solution"]["stage"] == "baselines" and "oracle check" in outcomes["wrong-solution"]["reason"]
     assert "[0, 0] < oracle_min 1" in outcomes["wrong-solution"]["reason"]
     assert outcomes["needs-sqlite"]["stage"] == "dependencies" and "sqlite3" in outcomes["needs-sqlite"]["reason"]
     assert outcomes["unstated"]["stage"] == "static" and "/app/hello.txt" in outcomes["unstated"]["reason"]
@@ -306,7 +306,7 @@ def test_a_verifier_whose_repeats_disagree_fails_as_flaky(tmp_path: Path):
     finally:
         server.shutdown()
     outcome = outcomes["coin-flip"]
-    assert not outcome.passed and outcome.stage == "e2e"
+    assert not outcome.passed and outcome.stage == "baselines"
     assert "oracle check: flaky" in outcome.reason and "across 2 repeats" in outcome.reason
     assert "[1, 0]" in outcome.reason or "[0, 1]" in outcome.reason
 

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from openforgerl.paths import forge_home
-from openforgerl.rollout.proxy.engine import EngineConfig, ScriptedEngineConfig
+from openforgerl.paths import data_dir
+from openforgerl.rollout.proxy.engine import EngineConfig, VLLMEngineConfig
 
 
 class ProxyConfig(BaseModel):
@@ -26,14 +26,14 @@ class ProxyConfig(BaseModel):
     """How the policy writes tool calls (see tool_parser.TOOL_PARSERS)."""
     unknown_model: Literal["serve", "reject"] = "serve"
     """A request naming another model: serve it with the policy anyway, or answer 404."""
-    data_dir: Path = Field(default_factory=lambda: forge_home() / "proxy")
-    """Where rollout logs are written (and recovered from on start)."""
+    data_dir: Path = Field(default_factory=lambda: data_dir() / "proxy")
+    """Where rollout logs are written (and recovered from on start): recorded data, not a cache."""
     max_body_bytes: int = 32 * 1024 * 1024
     """Larger request bodies get a 413."""
     max_inflight: int = 0
     """Engine calls at once (0: no limit); the rest wait, and their wait is the queue time."""
-    engine: EngineConfig = Field(default_factory=ScriptedEngineConfig)
-    """The inference engine behind the proxy."""
+    engine: EngineConfig = Field(default_factory=VLLMEngineConfig)
+    """The inference engine behind the proxy (vLLM from ``forge serve`` unless set; ``scripted`` for tests)."""
     force_tool_calls: int = Field(0, ge=0)
     """For policies too small to call tools on their own: the first N calls of each rollout that offer
     tools with tool_choice auto are made to start a tool call, as tool_choice "required" does (the

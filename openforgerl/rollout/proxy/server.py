@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from openforgerl.log import get_logger
 from openforgerl.rollout.proxy.app import ProxyApp
 from openforgerl.rollout.proxy.config import ProxyConfig
@@ -13,6 +11,7 @@ from openforgerl.rollout.proxy.service import ProxyService
 from openforgerl.rollout.proxy.store import Store
 from openforgerl.rollout.proxy.template import ChatTemplate, load_chat_template
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
+from openforgerl.rollout.trajectory import Trajectory
 
 log = get_logger(__name__)
 
@@ -32,22 +31,12 @@ def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine:
                     unknown_model=config.unknown_model, max_body_bytes=config.max_body_bytes)
 
 
-def export(config: ProxyConfig, out: Path) -> tuple[int, int]:
-    """Write every rollout recorded in ``config.data_dir`` to ``out`` (.jsonl or .parquet), read-only.
-
-    Returns (rollouts, segments).
-    """
-    from openforgerl.errors import UserError
-    from openforgerl.rollout.trajectory import export_jsonl, export_parquet
-
-    if out.suffix not in (".jsonl", ".parquet"):
-        raise UserError(f"cannot export to {out.name}", fix="name the output file *.jsonl or *.parquet")
+def recorded_trajectories(config: ProxyConfig) -> list[Trajectory]:
+    """Every rollout recorded in ``config.data_dir``, read without writing to it (safe next to a running proxy)."""
     template = load_chat_template(config.model, config.tokenizer)
     registry = Registry(template, make_tool_parser(config.tool_parser), Store(config.data_dir))
     registry.recover(read_only=True)
-    trajectories = [registry.get(rollout_id).trajectory for rollout_id in [*registry.by_id, *registry.retired]]
-    (export_parquet if out.suffix == ".parquet" else export_jsonl)(trajectories, out)
-    return len(trajectories), sum(len(t.segments) for t in trajectories)
+    return [registry.get(rollout_id).trajectory for rollout_id in [*registry.by_id, *registry.retired]]
 
 
 def serve(config: ProxyConfig) -> None:
