@@ -20,6 +20,7 @@ from openforgerl.errors import ProviderError, ProxyError
 from openforgerl.log import get_logger
 from openforgerl.rollout.proxy.conversation import BadRequest, ChatRequest, Event
 from openforgerl.rollout.proxy.dialect import Dialect, Reply, collect, make_dialect
+from openforgerl.rollout.proxy.rollouts import ROLLOUT_ID_PREFIX
 from openforgerl.rollout.proxy.service import ProxyService
 
 log = get_logger(__name__)
@@ -157,7 +158,7 @@ class ProxyApp:
             raise HttpError(401, "unknown or finished rollout token; use the token POST /rollouts returned",
                             "authentication_error")
         request = self._parse(dialect, headers, body)
-        reply = Reply(id=dialect.id_prefix + rollout.id[2:] + f"-{rollout.next_call}",
+        reply = Reply(id=dialect.id_prefix + rollout.id.removeprefix(ROLLOUT_ID_PREFIX) + f"-{rollout.next_call}",
                       model=request.model or self.model)
         try:
             events = self.service.turn(rollout, request, dialect.name, received)

@@ -24,6 +24,9 @@ from openforgerl.rollout.trajectory import CallRecord, Trajectory
 
 log = get_logger(__name__)
 
+ROLLOUT_ID_PREFIX = "r-"
+"""Rollout ids the proxy makes start with it; reply ids carry the rest."""
+
 
 def token_sha(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
@@ -115,7 +118,7 @@ class Registry:
     def create(self, metadata: dict[str, Any] | None = None,
                rollout_id: str | None = None) -> tuple[Rollout, str, dict[str, Any]]:
         """A new rollout, its token, and the ``open`` event the caller must make durable."""
-        rollout_id = rollout_id or "r-" + secrets.token_hex(8)
+        rollout_id = rollout_id or ROLLOUT_ID_PREFIX + secrets.token_hex(8)
         if rollout_id in self.by_id:
             raise ProxyError(f"rollout {rollout_id!r} exists already")
         token = "fr-" + secrets.token_urlsafe(32)

@@ -19,8 +19,12 @@ TOOL_PARSERS = {
 }
 
 
+CALL_ID_PREFIX = "call_"
+"""Every tool call id the proxy makes starts with it; dialects derive their own item ids from the rest."""
+
+
 def new_call_id() -> str:
-    return "call_" + secrets.token_hex(12)
+    return CALL_ID_PREFIX + secrets.token_hex(12)
 
 
 class ToolStream(ABC):
