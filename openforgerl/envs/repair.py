@@ -131,10 +131,7 @@ class Repairer:
     @property
     def client(self) -> Any:
         if self._client is None:
-            try:
-                import openai
-            except ImportError as exc:
-                raise UserError("the repairer needs the openai package", fix='pip install "openai>=1.0"') from exc
+            import openai  # a core dependency; imported here because it is slow to import
             base = self.settings.base_url.rstrip("/")
             base = base if re.search(r"/v\d+$", base) else base + "/v1"
             self._client = openai.OpenAI(base_url=base, api_key=os.environ.get(self.settings.api_key_env) or "none",
