@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from openforgerl.rollout.orchestrator import RolloutConfig  # noqa: E402
 from openforgerl.rollout.proxy_handle import ProxySettings  # noqa: E402
 from openforgerl.rollout.runtime import LABEL_RUN, SandboxSpec  # noqa: E402
-from openforgerl.rollout.runtimes import DockerRuntimeConfig, make_runtime  # noqa: E402
+from openforgerl.rollout.runtimes import make_runtime  # noqa: E402
+from openforgerl.rollout.runtimes.docker import DockerRuntimeConfig  # noqa: E402
 from openforgerl.rollout.run import run_rollouts  # noqa: E402
 
 IMAGE = "openforgerl/base:bookworm"

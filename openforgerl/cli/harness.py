@@ -1,4 +1,4 @@
-"""forge harness: install and list harness CLIs."""
+"""forge harness: install and list harness CLIs (every name in the harness table, plugins included)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ from openforgerl.cli import cli
 
 @cli.group()
 def harness() -> None:
-    """Harness CLIs (Codex, Claude Code, opencode, OpenClaw, mini-swe-agent)."""
+    """Harnesses: the agent CLIs rollouts run, and their installs in the tools dir."""
 
 
 @harness.command("install")
 @click.argument("names", nargs=-1)
-@click.option("--all", "all_", is_flag=True, help="Install every known harness.")
+@click.option("--all", "all_", is_flag=True, help="Install every harness that has a package.")
 def install_cmd(names: tuple[str, ...], all_: bool) -> None:
     """Install harness CLIs into the tools dir; each runs offline once installed."""
-    from openforgerl.rollout.harnesses.install import CATALOG, get_package, install
+    from openforgerl.rollout.harnesses.install import catalog, get_package, install
 
-    chosen = list(CATALOG) if all_ else list(names)
+    chosen = list(catalog()) if all_ else list(names)
     if not chosen:
-        raise click.UsageError(f"name at least one harness ({', '.join(CATALOG)}) or pass --all")
+        raise click.UsageError(f"name at least one harness ({', '.join(catalog())}) or pass --all")
     for name in chosen:
         get_package(name)  # unknown names fail before anything is downloaded
     for name in chosen:
@@ -32,9 +32,13 @@ def install_cmd(names: tuple[str, ...], all_: bool) -> None:
 @harness.command("list")
 def list_cmd() -> None:
     """Known harnesses and whether each is installed."""
-    from openforgerl.rollout.harnesses.install import CATALOG, installed
+    from openforgerl.rollout.harnesses import HARNESSES
+    from openforgerl.rollout.harnesses.install import catalog, installed
 
-    done = installed()
-    for name, spec in CATALOG.items():
+    packages, done = catalog(), installed()
+    for name in HARNESSES.names():
+        if name not in packages:
+            click.echo(f"{name:15} {'-':40} nothing to install")
+            continue
         state = f"installed {done[name].version} -> {done[name].launcher}" if name in done else "not installed"
-        click.echo(f"{name:15} {spec.package:40} {state}")
+        click.echo(f"{name:15} {packages[name].package:40} {state}")

@@ -9,10 +9,20 @@ import click
 from openforgerl.cli import cli
 
 
+class HarnessOption(click.Option):
+    """``--harness``, whose help lists the harness table: read only when help is shown, since it scans plugins."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        from openforgerl.rollout.harnesses import HARNESSES
+
+        self.help = f"Harness to run: {', '.join(HARNESSES.names())}."
+        return super().get_help_record(ctx)
+
+
 @cli.command()
 @click.argument("tasks", nargs=-1, type=click.Path(exists=True))  # dirs or a manifest.jsonl
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="YAML/TOML run config.")
-@click.option("--harness", help="react, codex, claude-code, opencode, openclaw, mini-swe-agent, browser, oracle, nop.")
+@click.option("--harness", cls=HarnessOption, help="Harness to run")
 @click.option("--model", help="Policy model name (default smollm2).")
 @click.option("-n", "--attempts", type=int, help="Rollouts per task.")
 @click.option("--concurrency", type=int, help="Rollouts at once.")

@@ -23,11 +23,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field, SerializeAsAny, field_validator
+from pydantic import BaseModel, Field, SerializeAsAny, field_validator, model_validator
 
 from openforgerl.errors import ForgeError, SandboxError
 from openforgerl.log import get_logger
 from openforgerl.rollout.harness import AgentContext, Harness
+from openforgerl.rollout.harnesses import validate_harness_options
 from openforgerl.rollout.proxy_handle import ProxyHandle, ProxySettings
 from openforgerl.rollout.runtime import (LABEL_ATTEMPT, LABEL_ROLLOUT, LABEL_RUN, LABEL_TASK, Runtime,
                                          RuntimeConfig, Sandbox, SandboxSpec)
@@ -80,6 +81,12 @@ class RolloutConfig(BaseModel):
     @classmethod
     def _runtime_settings(cls, value: Any) -> RuntimeConfig:
         return runtime_config(value)
+
+    @model_validator(mode="after")
+    def _harness_settings(self) -> RolloutConfig:
+        # ConfigError / UnknownNameError are not ValueErrors: they leave pydantic as the one line they are.
+        validate_harness_options(self.harness, self.harness_options)
+        return self
 
 
 @dataclass

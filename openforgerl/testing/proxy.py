@@ -1,8 +1,9 @@
 """Doubles and helpers for testing the recording proxy (and things that talk to it).
 
-``policy_template()`` is the real SmolLM2 tokenizer with the shipped tool-capable chat template;
 ``InProcessProxy`` runs the real proxy app in-process with a scripted engine and a temp data dir.
-Only the engine is a stand-in: everything between the harness's bytes and the recorded ids is real.
+Only the engine and the tokenizer are stand-ins: by default the template is ``CharTemplate`` (one id
+per byte), so unit tests need no model; ``policy_template()`` is the real SmolLM2 tokenizer with the
+shipped tool-capable chat template, for tests that run with the model (``template=policy_template()``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import orjson
 
 from openforgerl.rollout.proxy.engine import Engine, ScriptedEngineConfig, ScriptTurn
 from openforgerl.rollout.proxy.template import ChatTemplate, HFChatTemplate
+from openforgerl.rollout.proxy_handle import ProxyHandle
+from openforgerl.testing.chat import CharTemplate
 
 ADMIN_TOKEN = "test-admin-token"
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
@@ -64,13 +67,13 @@ class InProcessProxy:
 
     def __init__(self, turns: list[ScriptTurn] | None = None, *, data_dir: str | Path | None = None,
                  engine: Engine | None = None, respond: Callable[[list[int]], ScriptTurn] | None = None,
-                 **config: Any) -> None:
+                 template: ChatTemplate | None = None, **config: Any) -> None:
         from openforgerl.rollout.proxy.config import ProxyConfig
         from openforgerl.rollout.proxy.engines.scripted import ScriptedEngine
         from openforgerl.rollout.proxy.server import build_app
         from openforgerl.rollout.proxy.tool_parser import make_tool_parser
 
-        self.template = policy_template()
+        self.template = template or CharTemplate()
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="forge-proxy-test-"))
         self.config = ProxyConfig(admin_token=ADMIN_TOKEN, data_dir=self.data_dir,
                                   engine=ScriptedEngineConfig(turns=turns or [ScriptTurn(text="ok")]), **config)
@@ -78,6 +81,14 @@ class InProcessProxy:
                                                tool_parser=make_tool_parser("hermes"), respond=respond)
         self.app = build_app(self.config, template=self.template, engine=self.engine)
         self.registry = self.app.registry
+
+    def handle(self) -> ProxyHandle:
+        """The orchestrator's admin client for this proxy (``run_rollouts(config, proxy=...)``).
+
+        Its base URL only names the in-process app: harnesses reach it through ``client()``."""
+        import httpx
+
+        return ProxyHandle("http://proxy.test", ADMIN_TOKEN, self.data_dir, transport=httpx.ASGITransport(app=self.app))
 
     def client(self):
         import httpx

@@ -28,8 +28,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from openforgerl.errors import ForgeError, SandboxError
-from openforgerl.rollout.runtime import (LABEL_TASK, ExecResult, Runtime, RuntimeConfig, Sandbox, SandboxHealth,
-                                         SandboxSpec)
+from openforgerl.rollout.runtime import (
+    LABEL_TASK,
+    ExecResult,
+    Runtime,
+    RuntimeConfig,
+    Sandbox,
+    SandboxHealth,
+    SandboxSpec,
+)
 from openforgerl.tasks import Task
 
 VERIFIER_COMMAND = ["bash", "/tests/test.sh"]

@@ -91,7 +91,7 @@ def browser_installed(gui_image: str) -> None:
     from openforgerl.paths import tools_dir
     from openforgerl.rollout.harness_image import layer_tag
     from openforgerl.rollout.harnesses import browser_agent
-    from openforgerl.rollout.harnesses.install import CATALOG, install
+    from openforgerl.rollout.harnesses.install import get_package, install
 
     # The installed copy of forge-browser (and the harness layer made from it) is keyed by the pinned
     # playwright version only; refresh both when this checkout's agent differs from the copy.
@@ -99,7 +99,7 @@ def browser_installed(gui_image: str) -> None:
     if copy.exists() and copy.read_bytes() != Path(browser_agent.__file__).read_bytes():
         shutil.rmtree(tools_dir() / "browser")
         client = docker.from_env()
-        stale = layer_tag(client.images.get(gui_image).id, "browser", CATALOG["browser"].package)
+        stale = layer_tag(client.images.get(gui_image).id, "browser", get_package("browser").package)
         try:
             client.images.remove(stale, force=True)
         except docker.errors.ImageNotFound:

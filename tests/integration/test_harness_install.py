@@ -28,7 +28,7 @@ def test_installed_harness_runs_with_no_network_and_reinstall_is_a_noop(tools_ro
     launcher = Path(record.launcher)
     assert launcher == harness_install.launcher_path(name, tools_root)
     # Runs inside an empty network namespace: nothing is fetched at run time.
-    check = harness_install.CATALOG[name].check_args
+    check = harness_install.get_package(name).check_args
     out = subprocess.run(["unshare", "-n", str(launcher), *check], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "HOME": str(tools_root), "MSWEA_CONFIGURED": "true"})
     assert out.returncode == 0, out.stderr
@@ -39,8 +39,9 @@ def test_installed_harness_runs_with_no_network_and_reinstall_is_a_noop(tools_ro
 
 
 def test_a_failed_install_leaves_nothing_behind(tools_root: Path, monkeypatch):
-    bogus = harness_install.HarnessPackage("bogus", "npm", "openforgerl-no-such-package-zz@0.0.1", "bogus")
-    monkeypatch.setitem(harness_install.CATALOG, "bogus", bogus)
+    bogus = harness_install.HarnessPackage("npm", "openforgerl-no-such-package-zz@0.0.1", "bogus")
+    packages = {**harness_install.catalog(), "bogus": bogus}
+    monkeypatch.setattr(harness_install, "catalog", lambda: packages)
     with pytest.raises(StackError, match="npm install openforgerl-no-such-package-zz"):
         harness_install.install("bogus", lambda a: None, root=tools_root)
     assert not (tools_root / "bogus").exists()
@@ -54,5 +55,5 @@ def test_cli_lists_harnesses_and_rejects_unknown_names():
     bad = subprocess.run([sys.executable, "-m", "openforgerl", "harness", "install", "gpt-agent"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1
-    assert bad.stderr.strip().splitlines() == [
-        f"UnknownNameError: unknown harness 'gpt-agent'; fix: use one of: {', '.join(sorted(harness_install.CATALOG))}"]
+    known = ", ".join(sorted(harness_install.catalog()))
+    assert bad.stderr.strip().splitlines() == [f"UnknownNameError: unknown harness 'gpt-agent'; fix: use one of: {known}"]

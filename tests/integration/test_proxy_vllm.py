@@ -16,7 +16,7 @@ import pytest
 
 from openforgerl.rollout.proxy.engine import VLLMEngineConfig
 from openforgerl.rollout.proxy.engines.vllm import VLLMEngine
-from openforgerl.testing.proxy import PATHS, InProcessProxy, parse_sse
+from openforgerl.testing.proxy import PATHS, InProcessProxy, parse_sse, policy_template
 
 pytestmark = pytest.mark.model
 
@@ -45,7 +45,7 @@ def generate(base_url: str, prompt_ids: list[int], max_tokens: int) -> dict:
 @pytest.mark.parametrize("route", ["completions", "generate"])
 def test_a_tool_rollout_through_the_proxy_records_exactly_what_vllm_sampled(base_url, route):
     engine = VLLMEngine(VLLMEngineConfig(base_url=base_url, route=route))
-    proxy = InProcessProxy(engine=engine)
+    proxy = InProcessProxy(engine=engine, template=policy_template())
     messages = [{"role": "user", "content": "Save the text 'hi' into the file hello.txt."}]
 
     async def scenario():
@@ -88,7 +88,7 @@ def test_a_tool_rollout_through_the_proxy_records_exactly_what_vllm_sampled(base
 @pytest.mark.parametrize("dialect", ["responses", "messages"])
 def test_streaming_dialects_stream_real_tokens(base_url, dialect):
     engine = VLLMEngine(VLLMEngineConfig(base_url=base_url))
-    proxy = InProcessProxy(engine=engine)
+    proxy = InProcessProxy(engine=engine, template=policy_template())
     body = {"responses": {"input": "Say hello.", "max_output_tokens": 12, "stream": True},
             "messages": {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 12, "stream": True}}
 

@@ -9,7 +9,9 @@ import pytest
 
 from openforgerl.errors import SandboxError
 from openforgerl.rollout.runtime import LABEL_RUN, SandboxSpec
-from openforgerl.rollout.runtimes import DockerRuntimeConfig, LocalRuntimeConfig, make_runtime
+from openforgerl.rollout.runtimes import make_runtime
+from openforgerl.rollout.runtimes.docker import DockerRuntimeConfig
+from openforgerl.rollout.runtimes.local import LocalRuntimeConfig
 
 BASE = "openforgerl/base:bookworm"
 

@@ -1,15 +1,16 @@
-"""What the real-CLI adapters (codex, claude-code, opencode, openclaw, mini-swe-agent) share.
+"""What the adapters that run a CLI in the sandbox share (react and browser, codex, claude-code, ...).
 
-Invariant: every CLI gets the same quiet environment — no telemetry, no update checks, no
+Invariant: every real CLI gets the same quiet environment — no telemetry, no update checks, no
 version pings — so a rollout's only network traffic is its model calls to the proxy.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
-from openforgerl.rollout.harness import AgentContext, Harness
+from openforgerl.rollout.harness import AgentContext, HarnessOptions
 
 QUIET_ENV: dict[str, str] = {
     "DO_NOT_TRACK": "1",
@@ -29,9 +30,14 @@ def openai_base(ctx: AgentContext) -> str:
     return f"{ctx.base_url}/v1"
 
 
-def merged_options(harness: Harness, ctx: AgentContext) -> dict[str, Any]:
-    """Adapter options from its constructor, overridden by the run config's harness_options."""
-    return {**harness.options, **ctx.options}
+def flag_args(options: HarnessOptions, keys: Iterable[str]) -> list[str]:
+    """``--max-turns 5`` for each of ``keys`` that is set; unset ones leave the CLI its own default."""
+    args: list[str] = []
+    for key in keys:
+        value = getattr(options, key)
+        if value is not None:
+            args += [f"--{key.replace('_', '-')}", str(value)]
+    return args
 
 
 def quiet_env(**extra: str) -> dict[str, str]:

@@ -9,32 +9,45 @@ Invariant: non-essential traffic (telemetry, error reports, update checks) is of
 
 from __future__ import annotations
 
-from openforgerl.rollout.harness import AgentContext, Harness, Invocation
-from openforgerl.rollout.harnesses._cli import merged_options, quiet_env
+from pydantic import Field
+
+from openforgerl.rollout.harness import AgentContext, Harness, HarnessOptions, HarnessPackage, Invocation
+from openforgerl.rollout.harnesses._cli import quiet_env
 
 
 class ClaudeCodeHarness(Harness):
-    """Options: max_turns (agentic turns before it stops), allowed_tools (instead of skipping permissions),
-    tools (the built-in tools offered, e.g. "Write,Bash"), system_prompt (replaces the default one).
-    The last two shrink its ~12k-token prompt for small-context policies."""
+    """Anthropic's Claude Code, non-interactive (``claude -p``, stream-json output).
+
+    ``tools`` and ``system_prompt`` shrink its ~12k-token prompt for small-context policies."""
+
+    class Options(HarnessOptions):
+        max_turns: int | None = Field(None, ge=1)
+        """Agentic turns before it stops (unset: Claude Code's own limit)."""
+        allowed_tools: str | None = None
+        """Tools allowed without asking, e.g. "Bash Write" (unset: every permission check is skipped)."""
+        tools: str | None = None
+        """The built-in tools offered at all, e.g. "Write,Bash" (unset: all of them)."""
+        system_prompt: str | None = None
+        """Replaces Claude Code's default system prompt."""
 
     name = "claude-code"
-    tool = "claude-code"
+    package = HarnessPackage("npm", "@anthropic-ai/claude-code@2.1.332", "claude")
+    options: Options
 
     def invocation(self, ctx: AgentContext) -> Invocation:
-        options = merged_options(self, ctx)
-        argv = [self.launcher("claude"), "-p", ctx.instruction, "--model", ctx.model,
+        options = self.options
+        argv = [self.launcher(), "-p", ctx.instruction, "--model", ctx.model,
                 "--output-format", "stream-json", "--verbose"]
-        if "allowed_tools" in options:
-            argv += ["--allowedTools", str(options["allowed_tools"])]
+        if options.allowed_tools is not None:
+            argv += ["--allowedTools", options.allowed_tools]
         else:
             argv += ["--dangerously-skip-permissions"]
-        if "max_turns" in options:
-            argv += ["--max-turns", str(int(options["max_turns"]))]
-        if "tools" in options:
-            argv += ["--tools", str(options["tools"])]
-        if "system_prompt" in options:
-            argv += ["--system-prompt", str(options["system_prompt"])]
+        if options.max_turns is not None:
+            argv += ["--max-turns", str(options.max_turns)]
+        if options.tools is not None:
+            argv += ["--tools", options.tools]
+        if options.system_prompt is not None:
+            argv += ["--system-prompt", options.system_prompt]
         return Invocation(argv, claude_env(ctx))
 
 

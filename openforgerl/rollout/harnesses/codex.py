@@ -9,39 +9,49 @@ checks, analytics, feedback upload and web search: nothing but model calls leave
 from __future__ import annotations
 
 import json
+from typing import Any, Literal
 
-from openforgerl.rollout.harness import AgentContext, Harness, Invocation
-from openforgerl.rollout.harnesses._cli import PROVIDER, merged_options, openai_base, quiet_env
+from pydantic import Field
+
+from openforgerl.rollout.harness import AgentContext, Harness, HarnessOptions, HarnessPackage, Invocation
+from openforgerl.rollout.harnesses._cli import PROVIDER, openai_base, quiet_env
 
 KEY_ENV = "FORGE_API_KEY"
 
 
 class CodexHarness(Harness):
-    """Options: reasoning_effort (minimal|low|medium|high; codex sends none when unset), context_window
-    (the policy's, in tokens: Codex knows no metadata for our model names and otherwise assumes a default)."""
+    """OpenAI's Codex CLI, non-interactive (``codex exec --json``)."""
+
+    class Options(HarnessOptions):
+        reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+        """Reasoning effort Codex asks for (unset: Codex sends none)."""
+        context_window: int | None = Field(None, ge=1)
+        """The policy's context window in tokens: Codex knows no metadata for our model names and
+        otherwise assumes a default."""
 
     name = "codex"
-    tool = "codex"
+    package = HarnessPackage("npm", "@openai/codex@0.171.0", "codex")
+    options: Options
 
     def invocation(self, ctx: AgentContext) -> Invocation:
-        argv = [self.launcher("codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+        argv = [self.launcher(), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
                 "--json", "--cd", ctx.workdir, "--model", ctx.model, ctx.instruction]
         # CODEX_HOME is HOME itself: a non-root agent owns it (a subdirectory we created would be root's).
         # Codex puts its helper commands (apply_patch, ...) on PATH only when CODEX_HOME is outside the
         # temp dir, so TMPDIR moves to /var/tmp (also world-writable, and outside HOME).
         env = quiet_env(CODEX_HOME=ctx.home, TMPDIR="/var/tmp", **{KEY_ENV: ctx.api_key})
-        return Invocation(argv, env, {f"{ctx.home}/config.toml": config_toml(ctx, merged_options(self, ctx))})
+        return Invocation(argv, env, {f"{ctx.home}/config.toml": config_toml(ctx, self.options)})
 
 
-def config_toml(ctx: AgentContext, options: dict) -> str:
+def config_toml(ctx: AgentContext, options: CodexHarness.Options) -> str:
     """config.toml: the proxy as the only provider; no approvals, sandbox, updates or analytics."""
-    settings = {"model": ctx.model, "model_provider": PROVIDER, "approval_policy": "never",
+    settings: dict[str, Any] = {"model": ctx.model, "model_provider": PROVIDER, "approval_policy": "never",
                 "sandbox_mode": "danger-full-access", "check_for_update_on_startup": False,
                 "web_search": "disabled", "hide_agent_reasoning": False}
-    if "reasoning_effort" in options:
-        settings["model_reasoning_effort"] = options["reasoning_effort"]
-    if "context_window" in options:
-        settings["model_context_window"] = int(options["context_window"])
+    if options.reasoning_effort is not None:
+        settings["model_reasoning_effort"] = options.reasoning_effort
+    if options.context_window is not None:
+        settings["model_context_window"] = options.context_window
     provider = {"name": "openforgerl proxy", "base_url": openai_base(ctx), "env_key": KEY_ENV,
                 "wire_api": "responses", "request_max_retries": 0, "stream_max_retries": 0}
     lines = [f"{key} = {toml_value(value)}" for key, value in settings.items()]

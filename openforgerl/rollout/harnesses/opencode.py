@@ -10,21 +10,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from openforgerl.rollout.harness import AgentContext, Harness, Invocation
-from openforgerl.rollout.harnesses._cli import PROVIDER, merged_options, openai_base, quiet_env, to_json
+from openforgerl.rollout.harness import AgentContext, Harness, HarnessOptions, HarnessPackage, Invocation
+from openforgerl.rollout.harnesses._cli import PROVIDER, openai_base, quiet_env, to_json
 
 
 class OpencodeHarness(Harness):
-    """Options: agent (opencode agent, default build)."""
+    """opencode, non-interactive (``opencode run --format json``)."""
+
+    class Options(HarnessOptions):
+        agent: str = "build"
+        """The opencode agent that runs the instruction (build: the one that edits and runs commands)."""
 
     name = "opencode"
-    tool = "opencode"
+    package = HarnessPackage("npm", "opencode-ai@1.18.33", "opencode")
+    options: Options
 
     def invocation(self, ctx: AgentContext) -> Invocation:
-        options = merged_options(self, ctx)
-        argv = [self.launcher("opencode"), "run", "--pure", "--auto", "--format", "json", "--title", "forge",
+        argv = [self.launcher(), "run", "--pure", "--auto", "--format", "json", "--title", "forge",
                 "--dir", ctx.workdir, "--model", f"{PROVIDER}/{ctx.model}",
-                "--agent", str(options.get("agent", "build")), ctx.instruction]
+                "--agent", self.options.agent, ctx.instruction]
         env = quiet_env(
             OPENCODE_CONFIG_CONTENT=to_json(config(ctx)),
             OPENCODE_DISABLE_MODELS_FETCH="1",

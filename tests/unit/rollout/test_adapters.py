@@ -8,23 +8,23 @@ import tomllib
 
 import pytest
 
-from openforgerl.errors import UserError
+from openforgerl.errors import ConfigError
 from openforgerl.rollout.harness import TOOLS_MOUNT, AgentContext, Invocation
 from openforgerl.rollout.harnesses import make_harness
-from openforgerl.rollout.harnesses.install import CATALOG
+from openforgerl.rollout.harnesses.install import catalog
 
 BASE = "http://127.0.0.1:8321"
 TOKEN = "rollout-token-abc"
 ADAPTERS = ["codex", "claude-code", "opencode", "openclaw", "mini-swe-agent"]
 
 
-def context(**options) -> AgentContext:
+def context() -> AgentContext:
     return AgentContext(instruction="Create the file /app/hello.txt containing hi.", base_url=BASE, api_key=TOKEN,
-                        model="smollm2", home="/tmp/forge-home", options=options)
+                        model="smollm2", home="/tmp/forge-home")
 
 
 def invocation(name: str, **options) -> Invocation:
-    return make_harness(name).invocation(context(**options))
+    return make_harness(name, **options).invocation(context())
 
 
 def everything(inv: Invocation) -> str:
@@ -35,8 +35,8 @@ def everything(inv: Invocation) -> str:
 def test_every_adapter_runs_its_catalog_launcher_on_the_instruction(name: str):
     harness = make_harness(name)
     inv = harness.invocation(context())
-    assert harness.name == name and harness.tool == name and name in CATALOG
-    assert inv.argv[0] == f"{TOOLS_MOUNT}/bin/{CATALOG[name].bin}"
+    assert harness.name == name and harness.tool == name and name in catalog()
+    assert inv.argv[0] == f"{TOOLS_MOUNT}/bin/{catalog()[name].bin}"
     assert context().instruction in inv.argv
 
 
@@ -131,7 +131,7 @@ def test_openclaw_lean_asks_for_the_reduced_local_model_tool_surface():
 
 
 def test_openclaw_rejects_a_wire_the_proxy_does_not_speak():
-    with pytest.raises(UserError, match="google-generative-ai"):
+    with pytest.raises(ConfigError, match="google-generative-ai"):
         invocation("openclaw", api="google-generative-ai")
 
 
@@ -154,9 +154,9 @@ def test_mini_swe_agent_textbased_mode_reads_a_bash_block_from_the_reply():
     assert overrides[0] == "mini_textbased.yaml" and "model.model_class=litellm_textbased" in overrides
 
 
-def test_run_options_override_constructor_options():
-    harness = make_harness("claude-code", max_turns=3)
-    argv = harness.invocation(context(max_turns=9)).argv
+def test_options_given_to_the_harness_reach_its_command_line():
+    harness = make_harness("claude-code", max_turns=9)
+    argv = harness.invocation(context()).argv
     assert argv[argv.index("--max-turns") + 1] == "9"
 
 

@@ -6,9 +6,9 @@ from openforgerl.rollout.harness import AgentContext
 from openforgerl.rollout.harnesses import make_harness
 
 
-def context(**options) -> AgentContext:
+def context() -> AgentContext:
     return AgentContext(instruction="Subscribe Ada.", base_url="http://127.0.0.1:8321", api_key="tok",
-                        model="smollm2", options=options)
+                        model="smollm2")
 
 
 def test_agent_talks_to_the_proxy_with_the_rollout_token_and_opens_the_tasks_app():
@@ -21,9 +21,9 @@ def test_agent_talks_to_the_proxy_with_the_rollout_token_and_opens_the_tasks_app
     assert invocation.files == {"/tmp/forge-home/instruction.md": "Subscribe Ada."}
 
 
-def test_run_options_override_harness_options():
-    harness = make_harness("browser", vision=True, max_turns=5)
-    argv = harness.invocation(context(max_turns=8, tool_choice="required", screenshots=True)).argv
+def test_harness_options_become_forge_browser_flags():
+    harness = make_harness("browser", vision=True, max_turns=8, tool_choice="required", screenshots=True)
+    argv = harness.invocation(context()).argv
     assert "--vision" in argv
     assert argv[argv.index("--max-turns") + 1] == "8" and argv[argv.index("--tool-choice") + 1] == "required"
     assert argv[argv.index("--screenshot-dir") + 1] == "/logs/agent/screenshots"

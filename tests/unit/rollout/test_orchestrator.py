@@ -15,10 +15,22 @@ import pytest
 from openforgerl.errors import ProviderError, SandboxError, UserError
 from openforgerl.rollout.harness import AgentContext, Harness, Invocation
 from openforgerl.rollout.orchestrator import STATUSES, RolloutConfig, RolloutResult
+from openforgerl.rollout.proxy.engine import ScriptTurn
 from openforgerl.rollout.proxy_handle import ProxyHandle
 from openforgerl.rollout.run import run_rollouts
-from openforgerl.testing.runtime import (FakeRuntime, Scenario, dies, exits, hangs, oom_kills, raises, reward,
-                                         scripted, writes)
+from openforgerl.testing.proxy import InProcessProxy
+from openforgerl.testing.runtime import (
+    FakeRuntime,
+    Scenario,
+    dies,
+    exits,
+    hangs,
+    oom_kills,
+    raises,
+    reward,
+    scripted,
+    writes,
+)
 from openforgerl.testing.tasks import write_task
 
 
@@ -31,6 +43,12 @@ class Agent(Harness):
     def invocation(self, ctx: AgentContext) -> Invocation:
         return Invocation(["agent", ctx.instruction], env={"OPENAI_BASE_URL": ctx.base_url,
                                                           "OPENAI_API_KEY": ctx.api_key})
+
+
+class ModelAgent(Agent):
+    """An agent whose command makes real model calls to the in-process proxy with its rollout token."""
+
+    uses_model = True
 
 
 def run(tmp_path: Path, runtime: FakeRuntime, *, tasks: list[str] = ("hello",), harness: Harness | None = None,
@@ -153,9 +171,6 @@ def test_many_rollouts_at_once_each_end_in_one_status(tmp_path: Path):
 
 
 def test_an_unreachable_proxy_is_an_infra_error_for_each_rollout(tmp_path: Path):
-    class ModelAgent(Agent):
-        uses_model = True
-
     proxy = ProxyHandle("http://127.0.0.1:9", "admin-token-unused")  # nothing listens on the discard port
     _, results = run(tmp_path, FakeRuntime(), harness=ModelAgent(), proxy=proxy, attempts=2)
     assert [r.status for r in results] == ["infra_error", "infra_error"]
@@ -179,9 +194,6 @@ def test_a_run_without_tasks_says_so_before_anything_starts(tmp_path: Path):
 
 
 def test_an_engine_that_does_not_answer_fails_the_run_before_any_sandbox(tmp_path: Path):
-    class ModelAgent(Agent):
-        uses_model = True
-
     task = write_task(tmp_path, "hello")
     config = RolloutConfig(tasks=[str(task)], run_dir=str(tmp_path / "run"),
                            proxy={"engine": {"type": "vllm", "base_url": "http://127.0.0.1:9"}})
@@ -189,3 +201,71 @@ def test_an_engine_that_does_not_answer_fails_the_run_before_any_sandbox(tmp_pat
     with pytest.raises(ProviderError, match="vLLM engine at http://127.0.0.1:9 does not answer") as raised:
         asyncio.run(run_rollouts(config, harness=ModelAgent(), runtime=runtime))
     assert "forge serve" in (raised.value.fix or "") and runtime.starts == 0
+
+
+def test_a_mistyped_harness_option_fails_when_the_config_is_read():
+    from openforgerl.config import resolve
+    from openforgerl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="harness_options.max_turn: not an option of harness react") as raised:
+        resolve(RolloutConfig, None, ["harness=react", "harness_options.max_turn=4"])
+    assert "max_turns" in (raised.value.fix or "")
+
+
+def test_runtime_settings_are_validated_by_the_runtime_they_name():
+    from openforgerl.config import resolve
+    from openforgerl.errors import ConfigError, UnknownNameError
+    from openforgerl.rollout.runtimes.local import LocalRuntimeConfig
+
+    config = resolve(RolloutConfig, None, ["runtime.type=local", "runtime.base_dir=/tmp/x"])
+    assert isinstance(config.runtime, LocalRuntimeConfig) and config.runtime.base_dir == "/tmp/x"
+    assert config.model_dump()["runtime"] == {"type": "local", "base_dir": "/tmp/x"}  # saved whole in config.yaml
+    with pytest.raises(ConfigError, match="runtime.start_timeout: Extra inputs"):
+        resolve(RolloutConfig, None, ["runtime.start_timeout=5"])
+    with pytest.raises(UnknownNameError, match="unknown runtime 'kubernetes'"):
+        resolve(RolloutConfig, None, ["runtime.type=kubernetes"])
+
+
+def test_a_runtime_from_an_entry_point_can_be_selected_and_configured(monkeypatch: pytest.MonkeyPatch):
+    from importlib.metadata import EntryPoint
+
+    from openforgerl import plugins
+    from openforgerl.config import resolve
+    from openforgerl.testing.runtime import FakeRuntimeConfig
+
+    fake = EntryPoint("fake", "openforgerl.testing.runtime:FakeRuntime", "openforgerl.runtimes")
+    real = plugins.entry_points
+    monkeypatch.setattr(plugins, "entry_points",
+                        lambda group: [fake] if group == "openforgerl.runtimes" else real(group=group))
+    config = resolve(RolloutConfig, None, ["runtime.type=fake"])
+    assert isinstance(config.runtime, FakeRuntimeConfig)
+
+
+def calls_model(proxy: InProcessProxy, calls: int = 1):
+    async def step(box, command, timeout):
+        token = box.execs[-1][2]["OPENAI_API_KEY"]
+        async with proxy.client() as client:
+            for _ in range(calls):
+                await client.post("/v1/chat/completions", headers={"authorization": f"Bearer {token}"},
+                                  json={"model": "smollm2", "messages": [{"role": "user", "content": "hi"}]})
+        return await exits(0)(box, command, timeout)
+    return step
+
+
+def test_model_calls_through_the_proxy_are_saved_as_the_rollout_s_trajectory(tmp_path: Path):
+    proxy = InProcessProxy([ScriptTurn(text="done")])
+    runtime = FakeRuntime(Scenario(agent=calls_model(proxy, calls=2)))
+    run_dir, [result] = run(tmp_path, runtime, harness=ModelAgent(), proxy=proxy.handle())
+    assert result.status == "success" and result.model_usage["calls"] == 2
+    trajectory = json.loads((run_dir / result.trajectory).read_text())
+    assert trajectory["status"] == "success" and trajectory["reward"] == 1.0 and len(trajectory["segments"]) == 2
+
+
+def test_engine_errors_during_a_rollout_make_it_an_infra_error_not_a_policy_failure(tmp_path: Path):
+    def engine_down(prompt_ids):
+        raise ProviderError("vLLM did not answer")
+
+    proxy = InProcessProxy(respond=engine_down)
+    runtime = FakeRuntime(Scenario(agent=calls_model(proxy), verifier=reward(0)))
+    _, [result] = run(tmp_path, runtime, harness=ModelAgent(), proxy=proxy.handle())
+    assert result.status == "infra_error" and result.reason == "engine failed on 1 call(s)"

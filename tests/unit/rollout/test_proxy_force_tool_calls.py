@@ -3,13 +3,13 @@
 from openforgerl.rollout.proxy.conversation import ChatRequest, Sampling
 from openforgerl.rollout.proxy.service import ProxyService
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
-from openforgerl.testing.proxy import policy_template
+from openforgerl.testing.chat import CharTemplate
 
 TOOL = {"type": "function", "function": {"name": "shell", "parameters": {"type": "object", "properties": {}}}}
 
 
 def service(force: int) -> ProxyService:
-    return ProxyService(policy_template(), make_tool_parser("hermes"), engine=None, registry=None,
+    return ProxyService(CharTemplate(), make_tool_parser("hermes"), engine=None, registry=None,
                         force_tool_calls=force)
 
 

@@ -6,7 +6,7 @@ from openforgerl.rollout.proxy.conversation import Sampling
 from openforgerl.rollout.proxy.engine import ScriptedEngineConfig, ScriptTurn
 from openforgerl.rollout.proxy.engines.scripted import ScriptedEngine, already_said
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
-from openforgerl.testing.proxy import policy_template
+from openforgerl.testing.chat import CharTemplate
 
 
 def test_overlap_needs_at_least_two_ids():
@@ -16,7 +16,7 @@ def test_overlap_needs_at_least_two_ids():
 
 
 def test_a_forced_opening_is_not_repeated():
-    template, parser = policy_template(), make_tool_parser("hermes")
+    template, parser = CharTemplate(), make_tool_parser("hermes")
     turn = ScriptTurn(tool_calls=[{"name": "write_file", "arguments": {"path": "/app/x", "content": "hi"}}])
     engine = ScriptedEngine(ScriptedEngineConfig(turns=[turn]), template=template, tool_parser=parser)
     forced = template.encode(parser.forced_prefix(None))

@@ -12,7 +12,7 @@ from openforgerl.errors import UnknownNameError
 from openforgerl.rollout.proxy.conversation import TextDelta, ToolCall, ToolCallDone
 from openforgerl.rollout.proxy.template import IncrementalDecoder
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
-from openforgerl.testing.proxy import policy_template
+from openforgerl.testing.chat import CharTemplate
 
 HERMES = make_tool_parser("hermes")
 
@@ -70,7 +70,7 @@ def test_format_is_what_the_parser_reads_back():
 @settings(max_examples=60, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from(list("abc é😀中\n<>{}\"")), max_size=40))
 def test_incremental_decoding_never_splits_characters(text):
-    template = policy_template()
+    template = CharTemplate()
     ids = template.encode(text)
     decoder = IncrementalDecoder(template)
     deltas = [decoder.push([i]) for i in ids] + [decoder.flush()]

@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from openforgerl.rollout.proxy.engine import ScriptTurn
-from openforgerl.rollout.trajectory import CallRecord, Trajectory, export_jsonl, export_parquet, pack_ids, unpack_ids
+from openforgerl.rollout.trajectory import CallRecord, Trajectory, pack_ids, unpack_ids
 from openforgerl.testing.proxy import PATHS, InProcessProxy
+from openforgerl.train.export import export_jsonl, export_parquet
 
 TOOLS = [{"type": "function", "function": {"name": "write_file", "parameters": {"type": "object"}}}]
 SYSTEM = {"role": "system", "content": "You are an agent."}
