@@ -29,9 +29,9 @@ from openforgerl.cli import cli
 def build_env(tasks, config_file, registry, no_push, repair_model, repair_model_name, rounds, repeats, warn_only,
               agent_user, manifest, out_dir, overrides) -> None:
     """Build and validate the environments of TASKS (task dirs or dirs of task dirs)."""
+    from openforgerl.cli.build_env_view import build_with_progress
     from openforgerl.config import resolve
     from openforgerl.envs.build import BuildEnvConfig
-    from openforgerl.cli.build_env_view import build_with_progress
 
     flags = {"registry": registry, "rounds": rounds, "repeats": repeats, "manifest": manifest, "out_dir": out_dir,
              "repair.base_url": repair_model, "repair.model": repair_model_name}

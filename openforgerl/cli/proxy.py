@@ -17,7 +17,8 @@ from openforgerl.cli import cli
 @click.option("--model", "model_name", default="smollm2", show_default=True,
               help="The policy: served model name, and whose tokenizer/chat template to use.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Where rollout logs are written and recovered from (default: the data dir's proxy/, ~/.local/share/openforgerl/proxy or $OPENFORGERL_DATA/proxy).")
+              help="Where rollout logs are written and recovered from (default: proxy/ in the data dir, "
+                   "$OPENFORGERL_DATA or ~/.local/share/openforgerl).")
 @click.option("--tokenizer", type=click.Path(exists=True, file_okay=False), default=None,
               help="A Hugging Face tokenizer directory instead of the pulled model's.")
 @click.option("--engine-url", default="http://127.0.0.1:8000", show_default=True, help="vLLM base URL.")

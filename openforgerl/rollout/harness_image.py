@@ -19,9 +19,9 @@ import docker.errors
 
 from openforgerl.containers.images import build_once, image_exists
 from openforgerl.errors import SandboxError
+from openforgerl.paths import tools_dir
 from openforgerl.rollout.harness import TOOLS_MOUNT
 from openforgerl.rollout.harnesses.install import get_package, installed
-from openforgerl.paths import tools_dir
 
 LAYER_REPO = "openforgerl/harness"
 LABEL_LAYER = "openforgerl.harness-layer"

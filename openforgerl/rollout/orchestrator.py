@@ -30,8 +30,16 @@ from openforgerl.log import get_logger
 from openforgerl.rollout.harness import AgentContext, Harness
 from openforgerl.rollout.harnesses import validate_harness_options
 from openforgerl.rollout.proxy_handle import ProxyHandle, ProxySettings
-from openforgerl.rollout.runtime import (LABEL_ATTEMPT, LABEL_ROLLOUT, LABEL_RUN, LABEL_TASK, Runtime,
-                                         RuntimeConfig, Sandbox, SandboxSpec)
+from openforgerl.rollout.runtime import (
+    LABEL_ATTEMPT,
+    LABEL_ROLLOUT,
+    LABEL_RUN,
+    LABEL_TASK,
+    Runtime,
+    RuntimeConfig,
+    Sandbox,
+    SandboxSpec,
+)
 from openforgerl.rollout.runtimes import runtime_config
 from openforgerl.rollout.runtimes.docker import DockerRuntimeConfig
 from openforgerl.rollout.verify import run_verifier

@@ -54,7 +54,8 @@ class ProxyHandle:
         try:
             response = await self._http.request(method, path, json=body)
         except httpx.HTTPError as exc:
-            raise ProxyError(f"proxy at {self.base_url} unreachable: {exc}", fix="check forge proxy is running") from exc
+            raise ProxyError(f"proxy at {self.base_url} unreachable: {exc}",
+                             fix="check forge proxy is running") from exc
         if response.status_code != 200:
             raise ProxyError(f"proxy {method} {path} -> {response.status_code}: {response.text[:300]}")
         return response.json()
@@ -81,7 +82,8 @@ async def check_engine(settings: ProxySettings) -> None:
         url, what = settings.url.rstrip("/") + "/health", f"the proxy at {settings.url}"
         fix = "start it (forge proxy), or unset proxy.url so the run starts its own"
     elif isinstance(settings.engine, VLLMEngineConfig):
-        url, what = settings.engine.base_url.rstrip("/") + "/v1/models", f"the vLLM engine at {settings.engine.base_url}"
+        url = settings.engine.base_url.rstrip("/") + "/v1/models"
+        what = f"the vLLM engine at {settings.engine.base_url}"
         fix = "start it (forge serve --model NAME) or point the run at one (--engine-url URL)"
     else:
         return

@@ -22,8 +22,7 @@ from openforgerl.manifest import published_tasks
 from openforgerl.rollout.harness import Harness
 from openforgerl.rollout.harnesses import make_harness
 from openforgerl.rollout.harnesses.install import installed
-from openforgerl.rollout.orchestrator import (STATUSES, OnResult, Orchestrator, RolloutConfig, RolloutResult,
-                                              final_tries)
+from openforgerl.rollout.orchestrator import STATUSES, OnResult, Orchestrator, RolloutConfig, RolloutResult, final_tries
 from openforgerl.rollout.proxy_handle import ProxyHandle, check_engine, open_proxy
 from openforgerl.rollout.runtime import Runtime
 from openforgerl.rollout.runtimes import make_runtime

@@ -55,7 +55,8 @@ def load_tools(path: str | Path) -> list[dict[str, Any]]:
     tools = data if isinstance(data, list) else [data]
     if not all(isinstance(tool, dict) and ("function" in tool or "name" in tool) for tool in tools):
         raise UserError(f"tool spec {path} holds no tool definitions",
-                        fix='write {"type": "function", "function": {"name": ..., "parameters": {...}}} or a list of them')
+                        fix='write {"type": "function", "function": {"name": ..., "parameters": {...}}} '
+                            "or a list of them")
     return [tool if "function" in tool else {"type": "function", "function": tool} for tool in tools]
 
 

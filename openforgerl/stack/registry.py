@@ -15,11 +15,11 @@ import time
 import httpx
 import yaml
 
-from openforgerl.stack.apt import apt_install
 from openforgerl.errors import ResourceError, StackError
 from openforgerl.paths import forge_home, state_dir
-from openforgerl.stack.services import Service, ServiceRecord, port_in_use
+from openforgerl.stack.apt import apt_install
 from openforgerl.stack.part import Action, Part, PartStatus, Reporter
+from openforgerl.stack.services import Service, ServiceRecord, port_in_use
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 5000

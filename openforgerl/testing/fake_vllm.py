@@ -73,10 +73,11 @@ class FakeVLLM:
         n = min(n, int(limit))
         if not request.get("stream"):
             await asyncio.sleep(self.latency + self.token_delay * n)
-            return await self._json(send, {"choices": [{"index": 0, "text": "".join(self.pieces[:n]),
-                                                        "message": {"role": "assistant", "content": "".join(self.pieces[:n])},
-                                                        "token_ids": self.token_ids[:n], "finish_reason": "stop"}],
-                                           "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}})
+            text = "".join(self.pieces[:n])
+            return await self._json(send, {
+                "choices": [{"index": 0, "text": text, "message": {"role": "assistant", "content": text},
+                             "token_ids": self.token_ids[:n], "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}})
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         await asyncio.sleep(self.latency)
         for i in range(n):

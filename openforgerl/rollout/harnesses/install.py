@@ -141,10 +141,12 @@ def _run(cmd: list[str], what: str, *, cwd: Path | None = None, env: dict[str, s
     except FileNotFoundError as exc:
         raise StackError(f"{what}: {exc.filename} not found", fix=_missing_tool_fix(exc.filename)) from exc
     except subprocess.TimeoutExpired as exc:
-        raise StackError(f"{what}: timed out after {timeout:.0f} s", fix="check the network to the package registry and retry") from exc
+        raise StackError(f"{what}: timed out after {timeout:.0f} s",
+                         fix="check the network to the package registry and retry") from exc
     if out.returncode != 0:
         tail = " | ".join((out.stderr or out.stdout).strip().splitlines()[-5:])
-        raise StackError(f"{what} failed (exit {out.returncode}): {tail}", fix="read the error above; rerun once it is fixed")
+        raise StackError(f"{what} failed (exit {out.returncode}): {tail}",
+                         fix="read the error above; rerun once it is fixed")
     return out.stdout
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import re
 import os
+import re
 import socket
 import tarfile
 import time
@@ -29,8 +29,17 @@ from openforgerl.containers.images import check_bases_local, ensure_task_image
 from openforgerl.containers.refs import ensure_local
 from openforgerl.errors import ForgeError, SandboxError, UserError
 from openforgerl.rollout.harness_image import harness_image
-from openforgerl.rollout.runtime import (LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_RUN, ExecResult, Runtime,
-                                         RuntimeConfig, Sandbox, SandboxHealth, SandboxSpec)
+from openforgerl.rollout.runtime import (
+    LABEL_OWNER_HOST,
+    LABEL_OWNER_PID,
+    LABEL_RUN,
+    ExecResult,
+    Runtime,
+    RuntimeConfig,
+    Sandbox,
+    SandboxHealth,
+    SandboxSpec,
+)
 from openforgerl.stack.services import is_alive
 from openforgerl.tasks import Task
 
@@ -121,7 +130,8 @@ class DockerRuntime(Runtime):
         except docker.errors.ImageNotFound:
             raise
         except docker.errors.APIError as exc:
-            raise SandboxError(f"docker could not create a container of {spec.image}: {exc.explanation or exc}") from exc
+            raise SandboxError(f"docker could not create a container of {spec.image}: {exc.explanation or exc}"
+                               ) from exc
         return created["Id"]
 
     def _host_config(self, spec: SandboxSpec) -> dict[str, Any]:
@@ -175,7 +185,7 @@ class DockerSandbox(Sandbox):
         run = asyncio.ensure_future(asyncio.to_thread(self._api.exec_start, exec_id, demux=True))
         try:
             stdout, stderr = await asyncio.wait_for(asyncio.shield(run), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self._kill_session(marker)
             stdout, stderr = await _settle(run)
             return ExecResult(None, _text(stdout), _text(stderr), time.monotonic() - started, timed_out=True)
@@ -192,7 +202,8 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"cannot exec in container {self.id}: {exc.explanation or exc}") from exc
 
     async def _kill_session(self, marker: str) -> None:
-        script = f'pid=$(cat {marker} 2>/dev/null) && kill -KILL -- -"$pid" 2>/dev/null; pkill -KILL -s "$pid" 2>/dev/null; true'
+        script = (f'pid=$(cat {marker} 2>/dev/null) && kill -KILL -- -"$pid" 2>/dev/null; '
+                  'pkill -KILL -s "$pid" 2>/dev/null; true')
         with _quiet():
             exec_id = await asyncio.to_thread(self._create_exec, ["sh", "-c", script], "0", None, None)
             await asyncio.to_thread(self._api.exec_start, exec_id)

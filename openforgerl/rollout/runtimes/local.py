@@ -73,7 +73,7 @@ class LocalSandbox(Sandbox):
             return ExecResult(127, "", f"cannot run {command[0]}: {exc}", time.monotonic() - started)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             _kill_group(proc.pid)
             out, err = await proc.communicate()
             return ExecResult(None, _text(out), _text(err), time.monotonic() - started, timed_out=True)

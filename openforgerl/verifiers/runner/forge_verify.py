@@ -112,7 +112,7 @@ def _weighted(rewards: list[float], spec: dict) -> float:
     weights = spec.get("weights") or [1.0] * len(rewards)
     if len(weights) != len(rewards) or any(w <= 0 for w in weights):
         raise ValueError("weights must be one positive number per check")
-    mean = sum(w * r for w, r in zip(weights, rewards)) / sum(weights)
+    mean = sum(w * r for w, r in zip(weights, rewards, strict=True)) / sum(weights)
     threshold = spec.get("pass_threshold")
     if threshold is None:
         return mean

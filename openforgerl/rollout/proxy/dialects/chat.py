@@ -12,8 +12,21 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from openforgerl.rollout.proxy.conversation import (
-    BadRequest, ChatRequest, Event, Finish, Sampling, TextDelta, ToolCallDone, expect, function_tool,
-    merge_leading_system, number, positive_int, stop_list, text_of)
+    BadRequest,
+    ChatRequest,
+    Event,
+    Finish,
+    Sampling,
+    TextDelta,
+    ToolCallDone,
+    expect,
+    function_tool,
+    merge_leading_system,
+    number,
+    positive_int,
+    stop_list,
+    text_of,
+)
 from openforgerl.rollout.proxy.dialect import Dialect, Reply, Turn, sse
 
 FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "abort": "stop"}

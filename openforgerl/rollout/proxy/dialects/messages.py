@@ -12,8 +12,22 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from openforgerl.rollout.proxy.conversation import (
-    BadRequest, ChatRequest, Event, Finish, Sampling, TextDelta, ToolCall, ToolCallDone, expect,
-    function_tool, merge_leading_system, number, positive_int, stop_list, text_of)
+    BadRequest,
+    ChatRequest,
+    Event,
+    Finish,
+    Sampling,
+    TextDelta,
+    ToolCall,
+    ToolCallDone,
+    expect,
+    function_tool,
+    merge_leading_system,
+    number,
+    positive_int,
+    stop_list,
+    text_of,
+)
 from openforgerl.rollout.proxy.dialect import Dialect, Reply, Turn, sse
 
 STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "abort": "end_turn"}

@@ -13,15 +13,36 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from openforgerl.rollout.proxy.conversation import (
-    BadRequest, ChatRequest, Event, Finish, Sampling, TextDelta, ToolCall, ToolCallDone, expect,
-    function_tool, merge_leading_system, number, positive_int, text_of)
+    BadRequest,
+    ChatRequest,
+    Event,
+    Finish,
+    Sampling,
+    TextDelta,
+    ToolCall,
+    ToolCallDone,
+    expect,
+    function_tool,
+    merge_leading_system,
+    number,
+    positive_int,
+    text_of,
+)
 from openforgerl.rollout.proxy.dialect import Dialect, Reply, Turn, sse
 from openforgerl.rollout.proxy.dialects.chat import arguments_value
 from openforgerl.rollout.proxy.tool_parser import CALL_ID_PREFIX
 
 ROLES = ("user", "system", "developer", "assistant")
-# Output item ids: the reply id (resp_X) or the call id (call_X) with the prefix Responses uses for that item.
-MESSAGE_ITEM_PREFIX, CALL_ITEM_PREFIX = "msg_", "fc_"
+
+
+def message_item_id(reply: Reply) -> str:
+    """The id of a reply's message item: ``resp_X`` -> ``msg_X``."""
+    return "msg_" + reply.id.removeprefix(Responses.id_prefix)
+
+
+def call_item_id(call: ToolCall) -> str:
+    """The id of a tool call's output item: ``call_X`` -> ``fc_X``."""
+    return "fc_" + call.id.removeprefix(CALL_ID_PREFIX)
 
 
 def add_call(messages: list[dict[str, Any]], item: dict[str, Any], where: str) -> None:
@@ -112,13 +133,13 @@ class Responses(Dialect):
 
     @staticmethod
     def _text_item(reply: Reply, text: str, status: str) -> dict[str, Any]:
-        return {"type": "message", "id": MESSAGE_ITEM_PREFIX + reply.id.removeprefix(Responses.id_prefix), "status": status, "role": "assistant",
+        return {"type": "message", "id": message_item_id(reply), "status": status, "role": "assistant",
                 "content": [{"type": "output_text", "text": text, "annotations": []}] if status == "completed"
                 else []}
 
     @staticmethod
     def _call_item(call: ToolCall, status: str = "completed") -> dict[str, Any]:
-        return {"type": "function_call", "id": CALL_ITEM_PREFIX + call.id.removeprefix(CALL_ID_PREFIX), "call_id": call.id, "name": call.name,
+        return {"type": "function_call", "id": call_item_id(call), "call_id": call.id, "name": call.name,
                 "arguments": call.arguments if status == "completed" else "", "status": status}
 
     def _response(self, reply: Reply, request: ChatRequest, output: list[dict[str, Any]],
@@ -157,7 +178,7 @@ class Responses(Dialect):
                     for chunk in self._open_text(ev, reply, len(output)):
                         yield chunk
                 text.append(event.text)
-                yield ev("response.output_text.delta", item_id=MESSAGE_ITEM_PREFIX + reply.id.removeprefix(Responses.id_prefix), output_index=len(output),
+                yield ev("response.output_text.delta", item_id=message_item_id(reply), output_index=len(output),
                          content_index=0, delta=event.text, logprobs=[])
             elif isinstance(event, ToolCallDone):
                 if text is not None:
@@ -175,14 +196,14 @@ class Responses(Dialect):
                          response=final)
 
     def _open_text(self, ev, reply: Reply, index: int) -> list[bytes]:
-        item_id = MESSAGE_ITEM_PREFIX + reply.id.removeprefix(Responses.id_prefix)
+        item_id = message_item_id(reply)
         return [ev("response.output_item.added", output_index=index,
                    item=self._text_item(reply, "", "in_progress")),
                 ev("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
                    part={"type": "output_text", "text": "", "annotations": []})]
 
     def _close_text(self, ev, reply: Reply, output: list[dict[str, Any]], text: str) -> list[bytes]:
-        item_id, index = MESSAGE_ITEM_PREFIX + reply.id.removeprefix(Responses.id_prefix), len(output)
+        item_id, index = message_item_id(reply), len(output)
         item = self._text_item(reply, text, "completed")
         output.append(item)
         return [ev("response.output_text.done", item_id=item_id, output_index=index, content_index=0,

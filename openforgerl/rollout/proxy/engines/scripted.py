@@ -72,7 +72,7 @@ class ScriptedEngine(Engine):
         if self.config.latency_s:
             await asyncio.sleep(self.config.latency_s)
         last = len(generation.token_ids) - 1
-        for i, (tid, lp) in enumerate(zip(generation.token_ids, generation.logprobs)):
+        for i, (tid, lp) in enumerate(zip(generation.token_ids, generation.logprobs, strict=True)):
             if i and self.config.token_delay_s:
                 await asyncio.sleep(self.config.token_delay_s)
             yield TokenChunk([tid], [lp], generation.finish_reason if i == last else None)
