@@ -1,4 +1,4 @@
-"""Unit tests are hermetic: their own forge home and data dir, never the machine's."""
+"""Unit tests are hermetic: their own forge home and data dir, and no Docker engine, never the machine's."""
 
 from __future__ import annotations
 
@@ -14,4 +14,6 @@ def own_forge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("OPENFORGERL_DATA", raising=False)
     for name in ("OPENFORGERL_DEBIAN_MIRROR", "OPENFORGERL_REGISTRY_PORT"):
         monkeypatch.delenv(name, raising=False)
+    # A unit test that reaches for the real engine fails here instead of passing only where one runs.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker-in-unit-tests.sock")
     return home

