@@ -16,6 +16,7 @@ import pytest
 from openforgerl.rollout.orchestrator import RolloutConfig
 from openforgerl.rollout.proxy_handle import ProxySettings
 from openforgerl.rollout.run import run_rollouts
+from openforgerl.testing.tasks import write_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.harness]
 
@@ -108,17 +109,11 @@ def browser_installed(gui_image: str) -> None:
 
 
 def make_task(root: Path, image: str) -> Path:
-    task = root / "newsletter"
-    for sub in ("tests", "solution"):
-        (task / sub).mkdir(parents=True)
-    (task / "task.toml").write_text(f'[task]\nname = "newsletter"\ndomain = "gui"\n[agent]\ntimeout_sec = 180\n'
-                                    f'[environment]\ndocker_image = "{image}"\n')
-    (task / "instruction.md").write_text("Subscribe Ada Lovelace (ada@example.org) to the newsletter.\n")
-    (task / "tests" / "test.sh").write_text(TEST_SH)
-    (task / "solution" / "solve.sh").write_text(
-        "#!/bin/bash\nset -e\napp=$(forge-webapp)\n"
-        "curl -fsS \"${app}thanks.html?name=Ada+Lovelace&email=ada%40example.org&frequency=monthly\"\n")
-    return task
+    solve = ("#!/bin/bash\nset -e\napp=$(forge-webapp)\n"
+             "curl -fsS \"${app}thanks.html?name=Ada+Lovelace&email=ada%40example.org&frequency=monthly\"\n")
+    return write_task(root, "newsletter", domain="gui", agent_timeout=180, image=image, dockerfile=None,
+                      instruction="Subscribe Ada Lovelace (ada@example.org) to the newsletter.\n", test_sh=TEST_SH,
+                      solution=solve)
 
 
 def run(tmp_path: Path, image: str, harness: str, turns: list[dict] | None = None, attempts: int = 1,

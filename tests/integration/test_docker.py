@@ -17,12 +17,12 @@ import docker
 import httpx
 import pytest
 
+from openforgerl.containers.client import docker_client
 from openforgerl.stack.apt import is_root
 from openforgerl.stack.base_image import AGENT_UID, AGENT_USER, IMAGE, KEY_LABEL, recipe_key
-from openforgerl.containers.client import docker_client
 from openforgerl.stack.docker_engine import DockerEnginePart
-from openforgerl.stack.registry import registry_address
 from openforgerl.stack.parts import STACK_UP, default_parts
+from openforgerl.stack.registry import registry_address
 
 pytestmark = pytest.mark.docker
 

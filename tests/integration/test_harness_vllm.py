@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from openforgerl.rollout.orchestrator import RolloutConfig
-from openforgerl.rollout.proxy_handle import ProxySettings
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
+from openforgerl.rollout.proxy_handle import ProxySettings
 from openforgerl.rollout.run import run_rollouts
 from openforgerl.testing.proxy import policy_template
+from openforgerl.testing.tasks import write_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.harness]
 
@@ -33,16 +34,7 @@ CASES = {
 
 
 def make_task(root: Path) -> Path:
-    task = root / "hello"
-    for sub in ("environment", "tests"):
-        (task / sub).mkdir(parents=True)
-    (task / "task.toml").write_text('[task]\nname = "hello"\ndomain = "claw"\n[agent]\ntimeout_sec = 240\n')
-    (task / "instruction.md").write_text("Create the file /app/hello.txt containing hi.\n")
-    (task / "environment" / "Dockerfile").write_text("FROM openforgerl/base:bookworm\nRUN mkdir -p /app\n")
-    (task / "tests" / "test.sh").write_text(
-        '#!/bin/bash\n[ "$(cat /app/hello.txt 2>/dev/null)" = hi ] && r=1 || r=0\n'
-        'echo "{\\"reward\\": $r}" > /logs/verifier/reward.json\n')
-    return task
+    return write_task(root, agent_timeout=240, solution=None)
 
 
 @pytest.mark.parametrize("harness", list(CASES))

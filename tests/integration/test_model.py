@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from openforgerl.stack import services
 from openforgerl.models.convert import MARKER
 from openforgerl.models.registry import load_tokenizer, model_dir
 from openforgerl.serving import vllm
+from openforgerl.stack import services
 
 pytestmark = pytest.mark.model
 

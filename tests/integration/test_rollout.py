@@ -19,6 +19,7 @@ from openforgerl.rollout.orchestrator import STATUSES, RolloutConfig
 from openforgerl.rollout.proxy_handle import ProxySettings
 from openforgerl.rollout.run import run_rollouts
 from openforgerl.testing.harnesses import ShellHarness
+from openforgerl.testing.tasks import write_task
 
 pytestmark = pytest.mark.docker
 
@@ -34,17 +35,8 @@ echo "{\\"reward\\": $r, \\"checked\\": \\"hello.txt\\"}" > /logs/verifier/rewar
 
 def make_task(root: Path, name: str, *, test_sh: str = TEST_SH, image: str | None = None,
               agent_timeout: float = 120, memory_mb: int | None = None) -> Path:
-    task = root / name
-    for sub in ("environment", "tests", "solution"):
-        (task / sub).mkdir(parents=True)
-    env = (f'docker_image = "{image}"\n' if image else "") + (f"memory_mb = {memory_mb}\n" if memory_mb else "")
-    (task / "task.toml").write_text(f'[task]\nname = "{name}"\ndomain = "claw"\n[agent]\ntimeout_sec = {agent_timeout}\n'
-                                    f"[environment]\n{env}")
-    (task / "instruction.md").write_text("Create the file /app/hello.txt containing hi.\n")
-    (task / "environment" / "Dockerfile").write_text("FROM openforgerl/base:bookworm\nRUN mkdir -p /app\n")
-    (task / "tests" / "test.sh").write_text(test_sh)
-    (task / "solution" / "solve.sh").write_text("#!/bin/bash\necho hi > /app/hello.txt\n")
-    return task
+    return write_task(root, name, test_sh=test_sh, image=image, agent_timeout=agent_timeout,
+                      environment={"memory_mb": memory_mb} if memory_mb else None)
 
 
 def config(tmp_path: Path, tasks: list[Path], turns: list[dict] | None = None, **kw) -> RolloutConfig:

@@ -11,21 +11,13 @@ import pytest
 from openforgerl.rollout.orchestrator import RolloutConfig
 from openforgerl.rollout.proxy_handle import ProxySettings
 from openforgerl.rollout.run import run_rollouts
+from openforgerl.testing.tasks import write_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.model]
 
 
 def make_task(root: Path, name: str) -> Path:
-    task = root / name
-    for sub in ("environment", "tests"):
-        (task / sub).mkdir(parents=True)
-    (task / "task.toml").write_text(f'[task]\nname = "{name}"\ndomain = "claw"\n[agent]\ntimeout_sec = 300\n')
-    (task / "instruction.md").write_text("Create the file /app/hello.txt containing hi.\n")
-    (task / "environment" / "Dockerfile").write_text("FROM openforgerl/base:bookworm\nRUN mkdir -p /app\n")
-    (task / "tests" / "test.sh").write_text(
-        '#!/bin/bash\n[ "$(cat /app/hello.txt 2>/dev/null)" = hi ] && r=1 || r=0\n'
-        'echo "{\\"reward\\": $r}" > /logs/verifier/reward.json\n')
-    return task
+    return write_task(root, name, agent_timeout=300, solution=None)
 
 
 def test_react_rollout_against_vllm_records_a_token_exact_trajectory(tmp_path: Path, vllm_base_url: str):

@@ -17,8 +17,9 @@ from openforgerl.envs.render import render_environment
 from openforgerl.rollout.harness import Harness
 from openforgerl.rollout.orchestrator import RolloutConfig
 from openforgerl.rollout.run import run_rollouts
-from openforgerl.verifiers import compile_verifier
 from openforgerl.testing.harnesses import ShellHarness
+from openforgerl.testing.tasks import write_task
+from openforgerl.verifiers import compile_verifier
 
 pytestmark = pytest.mark.docker
 
@@ -54,14 +55,9 @@ VERIFIER = {
 
 
 def make_task(root: Path) -> Path:
-    task = root / "shop"
-    for sub in ("environment", "tests", "solution"):
-        (task / sub).mkdir(parents=True)
-    (task / "task.toml").write_text('[task]\nname = "shop"\ndomain = "claw"\n[agent]\ntimeout_sec = 60\n')
-    (task / "instruction.md").write_text("Place an order for 3 apples: record it in /app/shop.db (table orders), "
-                                         "write /app/receipt.json and log it in /app/log.txt.\n")
-    (task / "environment" / "Dockerfile").write_text("FROM openforgerl/base:bookworm\nRUN mkdir -p /app\n")
-    (task / "solution" / "solve.sh").write_text(SOLVE)
+    task = write_task(root, "shop", test_sh=None, solution=SOLVE,
+                      instruction="Place an order for 3 apples: record it in /app/shop.db (table orders), "
+                                  "write /app/receipt.json and log it in /app/log.txt.\n")
     compile_verifier(VERIFIER, task / "tests")
     return task
 

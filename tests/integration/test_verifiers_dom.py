@@ -19,6 +19,7 @@ import pytest
 
 from openforgerl.rollout.orchestrator import RolloutConfig
 from openforgerl.rollout.run import run_rollouts
+from openforgerl.testing.tasks import write_task
 from openforgerl.verifiers import compile_verifier
 
 pytestmark = pytest.mark.docker
@@ -92,13 +93,8 @@ def gui_image(tmp_path_factory, build_cached) -> str:
 
 
 def make_task(root: Path, image: str) -> Path:
-    task = root / "orders"
-    for sub in ("tests", "solution"):
-        (task / sub).mkdir(parents=True)
-    (task / "task.toml").write_text('[task]\nname = "orders"\ndomain = "gui"\n[agent]\ntimeout_sec = 60\n'
-                                    f'[verifier]\ntimeout_sec = 120\n[environment]\ndocker_image = "{image}"\n')
-    (task / "instruction.md").write_text("Ship the order: it must show status Shipped with apple and pear.\n")
-    (task / "solution" / "solve.sh").write_text(SOLVE)
+    task = write_task(root, "orders", domain="gui", image=image, verifier_timeout=120, dockerfile=None, test_sh=None,
+                      instruction="Ship the order: it must show status Shipped with apple and pear.\n", solution=SOLVE)
     compile_verifier(VERIFIER, task / "tests")
     return task
 

@@ -15,14 +15,14 @@ from typing import Any
 
 import orjson
 
-from openforgerl.errors import UnknownNameError
+from openforgerl.plugins import NameTable
 from openforgerl.rollout.proxy.conversation import ChatRequest, Event, Finish, TextDelta, ToolCall, ToolCallDone
 
-DIALECTS = {
+DIALECTS: NameTable[type[Dialect]] = NameTable("dialect", {
     "chat": "openforgerl.rollout.proxy.dialects.chat:ChatCompletions",
     "responses": "openforgerl.rollout.proxy.dialects.responses:Responses",
     "messages": "openforgerl.rollout.proxy.dialects.messages:Messages",
-}
+})
 
 
 @dataclass
@@ -89,10 +89,4 @@ class Dialect(ABC):
 
 
 def make_dialect(name: str) -> Dialect:
-    import importlib
-
-    path = DIALECTS.get(name)
-    if path is None:
-        raise UnknownNameError("dialect", name, list(DIALECTS))
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)()
+    return DIALECTS.load(name)()

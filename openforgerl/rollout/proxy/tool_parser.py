@@ -7,16 +7,15 @@ same calls (``parse`` is implemented by feeding the stream parser). Parsers are 
 
 from __future__ import annotations
 
-import importlib
 import secrets
 from abc import ABC, abstractmethod
 
-from openforgerl.errors import UnknownNameError
+from openforgerl.plugins import NameTable
 from openforgerl.rollout.proxy.conversation import Event, TextDelta, ToolCall, ToolCallDone
 
-TOOL_PARSERS = {
+TOOL_PARSERS: NameTable[type[ToolParser]] = NameTable("tool parser", {
     "hermes": "openforgerl.rollout.proxy.tool_parsers.hermes:HermesToolParser",
-}
+})
 
 
 CALL_ID_PREFIX = "call_"
@@ -62,8 +61,4 @@ class ToolParser(ABC):
 
 
 def make_tool_parser(name: str) -> ToolParser:
-    path = TOOL_PARSERS.get(name)
-    if path is None:
-        raise UnknownNameError("tool parser", name, list(TOOL_PARSERS))
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)()
+    return TOOL_PARSERS.load(name)()
