@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from openforgerl.cli import cli
+
+if TYPE_CHECKING:
+    from openforgerl.tasks import Domain
 
 
 @cli.group()
@@ -42,7 +46,7 @@ def validate(paths: tuple[str, ...]) -> None:
 @click.option("--add-tables", is_flag=True,
               help="Also write our [task] table (name); otherwise files are copied unchanged.")
 @click.option("--overwrite", is_flag=True, help="Replace tasks already in --out.")
-def import_harbor(source: str, out: str, domain: str | None, add_tables: bool, overwrite: bool) -> None:
+def import_harbor(source: str, out: str, domain: Domain | None, add_tables: bool, overwrite: bool) -> None:
     """Copy Harbor / Terminal-Bench task(s) from SOURCE into --out and validate them."""
     from pathlib import Path
 

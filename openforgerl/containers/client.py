@@ -33,7 +33,8 @@ def is_permission_error(exc: BaseException) -> bool:
 
 
 def connect(timeout: float) -> docker.DockerClient:
-    client = docker.from_env(timeout=timeout)
+    # The SDK hands timeout to requests, which takes seconds as a float; types-docker says int.
+    client = docker.from_env(timeout=timeout)  # type: ignore[arg-type]
     client.ping()
     return client
 

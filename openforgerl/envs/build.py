@@ -168,7 +168,8 @@ class EnvBuilder:
 
     async def build_task(self, task_dir: Path) -> TaskOutcome:
         """Never raises: whatever goes wrong becomes this task's failed outcome."""
-        started, rounds = time.monotonic(), []
+        started = time.monotonic()
+        rounds: list[RoundRecord] = []
         outcome = TaskOutcome(task_dir.name, str(task_dir), False, "load", "")
         try:
             await self._rounds(task_dir, outcome, rounds)
@@ -183,6 +184,7 @@ class EnvBuilder:
         return outcome
 
     async def _push(self, outcome: TaskOutcome) -> None:
+        assert outcome.image is not None  # only a passed task is pushed, and no round passes without its image
         self.progress(BuildEvent(outcome.task, "publish"))
         try:
             outcome.image, outcome.image_digest = await asyncio.to_thread(

@@ -18,7 +18,7 @@ from pathlib import Path
 from openforgerl.containers.refs import is_loopback_registry
 from openforgerl.envs.render import render_environment
 from openforgerl.errors import UserError
-from openforgerl.tasks import DOCKERFILE, TASK_TOML, Task, find_task_dirs, validate_task_dir
+from openforgerl.tasks import DOCKERFILE, TASK_TOML, Domain, Task, find_task_dirs, validate_task_dir
 
 OURS = ("task", "provenance", "validation")
 
@@ -52,7 +52,7 @@ def _copy(source: Path, target: Path, overwrite: bool) -> None:
     shutil.copytree(source, target, symlinks=True)
 
 
-def import_harbor(source: Path, out: Path, *, domain: str | None = None, add_tables: bool = False,
+def import_harbor(source: Path, out: Path, *, domain: Domain | None = None, add_tables: bool = False,
                   overwrite: bool = False) -> list[Moved]:
     """Copy Harbor tasks under ``out``; with ``add_tables`` (or a ``domain``) also write our [task] table."""
     moved = []
@@ -67,7 +67,7 @@ def import_harbor(source: Path, out: Path, *, domain: str | None = None, add_tab
     return moved
 
 
-def _add_task_table(task_dir: Path, domain: str | None) -> list[str]:
+def _add_task_table(task_dir: Path, domain: Domain | None) -> list[str]:
     try:
         task = Task.load(task_dir)
     except UserError:

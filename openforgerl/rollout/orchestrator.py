@@ -47,7 +47,7 @@ from openforgerl.tasks import Task
 
 log = get_logger(__name__)
 Status = Literal["success", "failure", "agent_timeout", "infra_error", "verifier_error"]
-STATUSES: tuple[str, ...] = get_args(Status)
+STATUSES: tuple[Status, ...] = get_args(Status)
 
 
 class RolloutConfig(BaseModel):

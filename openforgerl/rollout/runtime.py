@@ -144,6 +144,10 @@ class Runtime(ABC):
     Config: ClassVar[type[RuntimeConfig]] = RuntimeConfig
     """This runtime's settings model; ``runtime:`` in a run config is validated against it."""
 
+    def __init__(self, config: RuntimeConfig | None = None) -> None:
+        """Every runtime is built as ``cls(config=settings)`` from its settings alone (``make_runtime``)."""
+        self.config = config or self.Config(type=self.name)
+
     @abstractmethod
     async def start(self, spec: SandboxSpec) -> Sandbox:
         """Start a sandbox; raises SandboxError (an infra failure) when it cannot."""

@@ -141,7 +141,7 @@ class Trajectory:
 
     def counts(self) -> dict[str, int]:
         ok = [c for c in self.calls if c.status == "ok"]
-        counts = {kind: sum(c.kind == kind for c in ok) for kind in KINDS}
+        counts: dict[str, int] = {kind: sum(c.kind == kind for c in ok) for kind in KINDS}
         for status in ("engine_error", "client_disconnected", "interrupted"):
             counts[status] = sum(c.status == status for c in self.calls)
         return counts

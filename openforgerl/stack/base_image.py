@@ -54,7 +54,7 @@ IMPORT_CHANGES = (
 
 def _deb822_entries(text: str) -> list[tuple[str, list[str]]]:
     """(uri, suites) for every enabled ``Types: deb`` stanza of a deb822 ``.sources`` file."""
-    entries = []
+    entries: list[tuple[str, list[str]]] = []
     for stanza in re.split(r"\n\s*\n", text):
         fields: dict[str, str] = {}
         key = None
@@ -76,11 +76,11 @@ def _deb822_entries(text: str) -> list[tuple[str, list[str]]]:
 
 def _one_line_entries(text: str) -> list[tuple[str, list[str]]]:
     """(uri, [suite]) for every ``deb [options] URI SUITE COMPONENTS`` line of a sources.list."""
-    entries = []
+    entries: list[tuple[str, list[str]]] = []
     for line in text.splitlines():
-        line = re.sub(r"\[[^\]]*\]", " ", line.split("#", 1)[0]).split()  # drop [options], comments
-        if len(line) >= 3 and line[0] == "deb":
-            entries.append((line[1], [line[2]]))
+        words = re.sub(r"\[[^\]]*\]", " ", line.split("#", 1)[0]).split()  # drop [options], comments
+        if len(words) >= 3 and words[0] == "deb":
+            entries.append((words[1], [words[2]]))
     return entries
 
 

@@ -39,7 +39,10 @@ def policy_template(model: str = "smollm2") -> ChatTemplate:
         from transformers import AutoTokenizer
 
         spec = registry.get_model(model)
-        package = Path(importlib.import_module(spec.source_module).__file__).parent
+        source = importlib.import_module(spec.source_module).__file__
+        if source is None:  # a namespace package: no one directory holds the GGUF
+            raise UserError(f"{spec.source_module} is not a regular package holding {spec.gguf_file}") from None
+        package = Path(source).parent
         tokenizer = AutoTokenizer.from_pretrained(str(package), gguf_file=spec.gguf_file)
         tokenizer.chat_template = registry.chat_template_text(model)
         return HFChatTemplate(tokenizer)
@@ -75,9 +78,9 @@ class InProcessProxy:
 
         self.template = template or CharTemplate()
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="forge-proxy-test-"))
-        self.config = ProxyConfig(admin_token=ADMIN_TOKEN, data_dir=self.data_dir,
-                                  engine=ScriptedEngineConfig(turns=turns or [ScriptTurn(text="ok")]), **config)
-        self.engine = engine or ScriptedEngine(self.config.engine, template=self.template,
+        scripted = ScriptedEngineConfig(turns=turns or [ScriptTurn(text="ok")])
+        self.config = ProxyConfig(admin_token=ADMIN_TOKEN, data_dir=self.data_dir, engine=scripted, **config)
+        self.engine = engine or ScriptedEngine(scripted, template=self.template,
                                                tool_parser=make_tool_parser("hermes"), respond=respond)
         self.app = build_app(self.config, template=self.template, engine=self.engine)
         self.registry = self.app.registry
@@ -88,13 +91,15 @@ class InProcessProxy:
         Its base URL only names the in-process app: harnesses reach it through ``client()``."""
         import httpx
 
-        return ProxyHandle("http://proxy.test", ADMIN_TOKEN, self.data_dir, transport=httpx.ASGITransport(app=self.app))
+        # httpx types an ASGI app's scope and messages as MutableMapping; ours takes plain dicts (what servers pass).
+        transport = httpx.ASGITransport(app=self.app)  # type: ignore[arg-type]
+        return ProxyHandle("http://proxy.test", ADMIN_TOKEN, self.data_dir, transport=transport)
 
     def client(self):
         import httpx
 
-        return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url="http://proxy.test",
-                                 timeout=30)
+        transport = httpx.ASGITransport(app=self.app)  # type: ignore[arg-type]  # dicts vs MutableMapping, as above
+        return httpx.AsyncClient(transport=transport, base_url="http://proxy.test", timeout=30)
 
     async def new_rollout(self, client, metadata: dict[str, Any] | None = None) -> tuple[str, str]:
         resp = await client.post("/rollouts", json={"metadata": metadata or {}},

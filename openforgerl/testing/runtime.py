@@ -122,8 +122,8 @@ class FakeRuntime(Runtime):
 
     def __init__(self, scenario: Scenario | ScenarioFor | None = None, config: RuntimeConfig | None = None, *,
                  check_error: ForgeError | None = None) -> None:
-        self.choose: ScenarioFor = scenario if callable(scenario) else (lambda spec, n, s=scenario: s or Scenario())
-        self.config = config or FakeRuntimeConfig()
+        super().__init__(config)
+        self.choose: ScenarioFor = scenario if callable(scenario) else (lambda spec, n: scenario or Scenario())
         self.check_error = check_error
         """Raised by ``check`` (what a runtime says before a run when it cannot serve it at all)."""
         self.sandboxes: list[FakeSandbox] = []

@@ -33,8 +33,9 @@ def export_jsonl(trajectories: list[Trajectory], path: str | Path) -> Path:
 
 def export_parquet(trajectories: list[Trajectory], path: str | Path) -> Path:
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        # pyarrow ships no type stubs or py.typed marker (pyarrow-stubs is not a dependency).
+        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
     except ImportError as exc:
         raise UserError("parquet export needs pyarrow", fix='pip install "openforgerl[parquet]"') from exc
     rows = [dict(row, metadata=json.dumps(row["metadata"]), timings=json.dumps(row["timings"]))

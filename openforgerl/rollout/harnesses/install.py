@@ -77,8 +77,13 @@ def fingerprint(spec: HarnessPackage) -> str:
 
 
 def _extra_source(item: str) -> Path:
+    """The source file of ``module`` in an ``extra_files`` item (``module:file name``)."""
     module = item.partition(":")[0]
-    return Path(importlib.util.find_spec(module).origin)  # type: ignore[union-attr]
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:  # a plugin harness can name a module that is not there
+        raise UserError(f"harness file {item!r}: module {module!r} has no source file",
+                        fix="name an importable module in the harness's extra_files")
+    return Path(spec.origin)
 
 
 def get_package(name: str) -> HarnessPackage:

@@ -231,10 +231,10 @@ class ProxyApp:
         if method == "POST" and parts == ["rollouts"]:
             data = await self._admin_body(headers, receive)
             try:
-                rollout, token = await self.service.create_rollout(data.get("metadata") or {}, data.get("id"))
+                created, token = await self.service.create_rollout(data.get("metadata") or {}, data.get("id"))
             except ProxyError as exc:
                 raise HttpError(409, str(exc), "conflict") from None
-            return await send_json(send, 200, {"id": rollout.id, "token": token})
+            return await send_json(send, 200, {"id": created.id, "token": token})
         if method == "GET" and parts == ["rollouts"]:
             return await send_json(send, 200, {"rollouts": self.registry.summaries()})
         rollout = self.registry.get(parts[1]) if len(parts) == 3 else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -48,8 +48,9 @@ class Engine(ABC):
     async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
         """The whole turn at once."""
 
-    async def stream(self, prompt_ids: list[int], sampling: Sampling) -> AsyncIterator[TokenChunk]:
-        """Tokens as they are sampled; engines that cannot stream yield the whole turn once."""
+    async def stream(self, prompt_ids: list[int], sampling: Sampling) -> AsyncGenerator[TokenChunk, None]:
+        """Tokens as they are sampled; engines that cannot stream yield the whole turn once.
+        An async generator: the proxy closes it (``aclose``) when the harness goes away mid-call."""
         generation = await self.generate(prompt_ids, sampling)
         yield TokenChunk(generation.token_ids, generation.logprobs, generation.finish_reason)
 

@@ -196,7 +196,10 @@ class Registry:
 
     def _interrupt(self, rollout: Rollout, index: int) -> None:
         record = CallRecord(index=index, status="interrupted", error="the proxy stopped during this call")
+        # Only recover() gets here (registering, so with the store): _new opened an open rollout's log.
+        assert self.store is not None
         log_ = rollout.log if rollout.open else self.store.open_log(rollout.id)
+        assert log_ is not None
         log_.append({"t": "interrupted", "i": index})
         if not rollout.open:
             log_.close()

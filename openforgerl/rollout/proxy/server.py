@@ -36,7 +36,8 @@ def recorded_trajectories(config: ProxyConfig) -> list[Trajectory]:
     template = load_chat_template(config.model, config.tokenizer)
     registry = Registry(template, make_tool_parser(config.tool_parser), Store(config.data_dir))
     registry.recover(read_only=True)
-    return [registry.get(rollout_id).trajectory for rollout_id in [*registry.by_id, *registry.retired]]
+    rollouts = [registry.get(rollout_id) for rollout_id in [*registry.by_id, *registry.retired]]
+    return [r.trajectory for r in rollouts if r is not None]  # None: a log with no events, as recover() skips
 
 
 def serve(config: ProxyConfig) -> None:

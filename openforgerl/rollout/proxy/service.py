@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Literal
 
 from openforgerl.errors import ProviderError
 from openforgerl.log import get_logger
@@ -50,10 +51,9 @@ class CallState:
 
     def record(self, status, error: str = "") -> CallRecord:
         plan = self.plan
-        extends = plan.extends is not None
         return CallRecord(
             index=self.index, status=status, kind=plan.kind,
-            segment=plan.extends.segment if extends else -1, base=plan.base,
+            segment=plan.extends.segment if plan.extends is not None else -1, base=plan.base,
             prompt_suffix=plan.prompt_suffix, forced=self.forced, response=self.response,
             logprobs=self.logprobs, finish=self.finish, dialect=self.dialect,
             telemetry=self.telemetry(), head=plan.head_info(), error=error)
@@ -122,17 +122,17 @@ class ProxyService:
             rollout.lineage.release(plan)
 
     @staticmethod
-    def _finish_reason(state: CallState, request: ChatRequest) -> str:
+    def _finish_reason(state: CallState, request: ChatRequest) -> Literal["stop", "length", "tool_calls"]:
         if state.n_calls and state.finish != "length":
             return "tool_calls"
-        return state.finish if state.finish in ("stop", "length") else "stop"
+        return "length" if state.finish == "length" else "stop"
 
-    async def _generate(self, state: CallState, request: ChatRequest) -> AsyncIterator[Event]:
+    async def _generate(self, state: CallState, request: ChatRequest) -> AsyncGenerator[Event, None]:
         decoder = IncrementalDecoder(self.template)
         parser = self.parser.stream() if request.tool_choice != "none" else None
 
         def parse(text: str, last: bool = False) -> list[Event]:
-            events = parser.feed(text) if parser else ([TextDelta(text)] if text else [])
+            events: list[Event] = parser.feed(text) if parser else ([TextDelta(text)] if text else [])
             if last and parser:
                 events += parser.finish()
             state.n_calls += sum(isinstance(e, ToolCallDone) for e in events)

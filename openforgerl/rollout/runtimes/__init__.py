@@ -47,4 +47,4 @@ def runtime_config(value: Any) -> RuntimeConfig:
 
 def make_runtime(config: RuntimeConfig | dict[str, Any] | None = None) -> Runtime:
     settings = runtime_config(config)
-    return runtime_class(settings.type)(settings)
+    return runtime_class(settings.type)(config=settings)

@@ -65,9 +65,10 @@ class DockerRuntimeConfig(RuntimeConfig):
 class DockerRuntime(Runtime):
     name = "docker"
     Config = DockerRuntimeConfig
+    config: DockerRuntimeConfig
 
     def __init__(self, config: DockerRuntimeConfig | None = None) -> None:
-        self.config = config or DockerRuntimeConfig()
+        super().__init__(config)
         self._client: Any = None
 
     @property

@@ -35,9 +35,10 @@ class LocalRuntimeConfig(RuntimeConfig):
 class LocalRuntime(Runtime):
     name = "local"
     Config = LocalRuntimeConfig
+    config: LocalRuntimeConfig
 
     def __init__(self, config: LocalRuntimeConfig | None = None) -> None:
-        self.config = config or LocalRuntimeConfig()
+        super().__init__(config)
 
     async def start(self, spec: SandboxSpec) -> LocalSandbox:
         root = Path(tempfile.mkdtemp(prefix="forge-sandbox-", dir=self.config.base_dir))

@@ -231,6 +231,7 @@ def test_a_runtime_from_an_entry_point_can_be_selected_and_configured(monkeypatc
 
     from openforgerl import plugins
     from openforgerl.config import resolve
+    from openforgerl.rollout.runtimes import make_runtime
     from openforgerl.testing.runtime import FakeRuntimeConfig
 
     fake = EntryPoint("fake", "openforgerl.testing.runtime:FakeRuntime", "openforgerl.runtimes")
@@ -239,6 +240,8 @@ def test_a_runtime_from_an_entry_point_can_be_selected_and_configured(monkeypatc
                         lambda group: [fake] if group == "openforgerl.runtimes" else real(group=group))
     config = resolve(RolloutConfig, None, ["runtime.type=fake"])
     assert isinstance(config.runtime, FakeRuntimeConfig)
+    runtime = make_runtime(config.runtime)
+    assert isinstance(runtime, FakeRuntime) and runtime.config is config.runtime
 
 
 def calls_model(proxy: InProcessProxy, calls: int = 1):

@@ -46,8 +46,8 @@ def parse_tool_calls(raw: Any, where: str) -> list[dict[str, Any]]:
     calls = []
     for j, call in enumerate(raw):
         function = call.get("function") if isinstance(call, dict) else None
-        expect(isinstance(function, dict) and isinstance(function.get("name"), str),
-               f"{where}.tool_calls[{j}] needs function.name")
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise BadRequest(f"{where}.tool_calls[{j}] needs function.name")
         calls.append({"type": "function", "function": {
             "name": function["name"], "arguments": arguments_value(function.get("arguments"))}})
     return calls
@@ -110,7 +110,8 @@ class ChatCompletions(Dialect):
 
     def parse(self, body: dict[str, Any]) -> ChatRequest:
         raw = body.get("messages")
-        expect(isinstance(raw, list) and raw, "messages must be a non-empty list")
+        if not isinstance(raw, list) or not raw:
+            raise BadRequest("messages must be a non-empty list")
         expect(body.get("n") in (None, 1), "only n=1 is supported")
         messages = merge_leading_system([parse_message(m, i) for i, m in enumerate(raw)], [])
         options = body.get("stream_options")

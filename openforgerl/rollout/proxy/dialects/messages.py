@@ -79,7 +79,7 @@ def parse_user(blocks: list[dict[str, Any]], where: str, role: str) -> list[dict
 
 
 def parse_messages(raw: Any) -> list[dict[str, Any]]:
-    expect(isinstance(raw, list) and raw, "messages must be a non-empty list")
+    expect(isinstance(raw, list) and bool(raw), "messages must be a non-empty list")
     messages: list[dict[str, Any]] = []
     for i, message in enumerate(raw):
         where = f"messages[{i}]"
@@ -125,7 +125,8 @@ def parse_tool_choice(raw: Any) -> str:
         expect(isinstance(raw.get("name"), str), "tool_choice of type tool needs a name")
         return raw["name"]
     choice = {"auto": "auto", "any": "required", "none": "none"}.get(kind)
-    expect(choice is not None, "tool_choice.type must be auto, any, tool or none")
+    if choice is None:
+        raise BadRequest("tool_choice.type must be auto, any, tool or none")
     return choice
 
 

@@ -82,7 +82,7 @@ def parse_item(messages: list[dict[str, Any]], item: Any, i: int) -> None:
 def parse_input(raw: Any) -> list[dict[str, Any]]:
     if isinstance(raw, str):
         return [{"role": "user", "content": raw}]
-    expect(isinstance(raw, list) and raw, "input must be a string or a non-empty list of items")
+    expect(isinstance(raw, list) and bool(raw), "input must be a string or a non-empty list of items")
     messages: list[dict[str, Any]] = []
     for i, item in enumerate(raw):
         parse_item(messages, item, i)

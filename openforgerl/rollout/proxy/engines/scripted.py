@@ -9,10 +9,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 from openforgerl.rollout.proxy.conversation import Sampling, ToolCall
-from openforgerl.rollout.proxy.engine import Engine, Generation, ScriptedEngineConfig, ScriptTurn, TokenChunk
+from openforgerl.rollout.proxy.engine import (
+    Engine,
+    FinishReason,
+    Generation,
+    ScriptedEngineConfig,
+    ScriptTurn,
+    TokenChunk,
+)
 from openforgerl.rollout.proxy.template import ChatTemplate
 from openforgerl.rollout.proxy.tool_parser import ToolParser
 
@@ -56,7 +63,7 @@ class ScriptedEngine(Engine):
         turn = self._respond(prompt_ids) if self._respond else next(self._turns)
         ids = self.turn_ids(turn)
         ids = ids[already_said(prompt_ids, ids):]
-        finish = "stop"
+        finish: FinishReason = "stop"
         if sampling.max_tokens is not None and len(ids) > sampling.max_tokens:
             ids, finish = ids[: sampling.max_tokens], "length"
         logprobs = [fake_logprob(t, i) for i, t in enumerate(ids)]
@@ -67,7 +74,7 @@ class ScriptedEngine(Engine):
         await asyncio.sleep(self.config.latency_s + self.config.token_delay_s * len(generation.token_ids))
         return generation
 
-    async def stream(self, prompt_ids, sampling) -> AsyncIterator[TokenChunk]:
+    async def stream(self, prompt_ids, sampling) -> AsyncGenerator[TokenChunk, None]:
         generation = self._next(prompt_ids, sampling)
         if self.config.latency_s:
             await asyncio.sleep(self.config.latency_s)

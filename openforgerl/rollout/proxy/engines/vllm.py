@@ -9,23 +9,26 @@ harnesses ask for far more than a small model's window holds.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from openforgerl.errors import ProviderError
 from openforgerl.rollout.proxy.conversation import BadRequest, Sampling
-from openforgerl.rollout.proxy.engine import Engine, Generation, TokenChunk, VLLMEngineConfig
+from openforgerl.rollout.proxy.engine import Engine, FinishReason, Generation, TokenChunk, VLLMEngineConfig
 
-FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
+if TYPE_CHECKING:
+    import aiohttp
+
+FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
 
 class VLLMEngine(Engine):
     def __init__(self, config: VLLMEngineConfig, **_: Any) -> None:
         self.config = config
         self.base = config.base_url.rstrip("/")
-        self._session = None
+        self._session: aiohttp.ClientSession | None = None
         self._model: str | None = config.model
         self._max_len: int | None = None
 
@@ -87,7 +90,9 @@ class VLLMEngine(Engine):
 
     async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
         if self.config.route == "completions":
-            ids, logprobs, finish = [], [], "stop"
+            ids: list[int] = []
+            logprobs: list[float] = []
+            finish: FinishReason = "stop"
             async for chunk in self.stream(prompt_ids, sampling):
                 ids += chunk.token_ids
                 logprobs += chunk.logprobs
@@ -103,7 +108,7 @@ class VLLMEngine(Engine):
         return Generation(choice["token_ids"], [e["logprob"] for e in content],
                           FINISH.get(choice.get("finish_reason"), "stop"))
 
-    async def stream(self, prompt_ids: list[int], sampling: Sampling) -> AsyncIterator[TokenChunk]:
+    async def stream(self, prompt_ids: list[int], sampling: Sampling) -> AsyncGenerator[TokenChunk, None]:
         if self.config.route != "completions":
             yield TokenChunk(*(lambda g: (g.token_ids, g.logprobs, g.finish_reason))(
                 await self.generate(prompt_ids, sampling)))
