@@ -18,7 +18,7 @@ problem as ``path: field: what is wrong: how to fix``.
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import tomli_w
@@ -60,10 +60,25 @@ class TaskTable(_Table):
 
 
 class AgentTable(_Table):
-    """Harbor's [agent]."""
+    """Harbor's [agent], plus ours: who the agent runs as and what system paths it may change."""
 
     timeout_sec: float = Field(600.0, gt=0)
     """Wall-clock limit for the agent phase; the whole process tree is killed after it."""
+    user: str | None = None
+    """The user the agent runs as: a name or ``uid[:gid]``. Unset: the image's unprivileged ``agent``
+    user for our tasks; root for Harbor tasks that have no [task] table (Harbor's own default)."""
+    writable_paths: list[str] = Field(default_factory=list)
+    """System paths (absolute) the agent may change, e.g. ``/usr/local/lib/python3.11`` for a task that
+    installs a package. Changes to other system paths end the rollout as tampered (reward 0)."""
+
+    @field_validator("writable_paths")
+    @classmethod
+    def _inside_the_filesystem(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            parts = PurePosixPath(path).parts
+            if not path.startswith("/") or ".." in parts or len(parts) < 2:
+                raise ValueError(f"{path!r} is not an absolute path below / (write e.g. /usr/local/lib/mytool)")
+        return paths
 
 
 class VerifierTable(_Table):
@@ -84,7 +99,9 @@ class EnvironmentTable(_Table):
     cpus: float | None = Field(None, gt=0)
     memory_mb: int | None = Field(None, gt=0)
     storage_mb: int | None = Field(None, gt=0)
-    network: Literal["host", "bridge", "none"] | None = None
+    network: Literal["isolated", "bridge", "none"] | None = None
+    """isolated (the default): no route out, only the proxy's model API reachable; bridge: the task needs
+    the internet (a route out, still nothing of this host but the proxy); none: no network at all."""
     template: str | None = None
     """A base environment from openforgerl/templates/env (claw, code, gui) that build-env renders
     into environment/Dockerfile."""
@@ -159,6 +176,12 @@ class Task(BaseModel):
     @property
     def domain(self) -> str | None:
         return self.config.task.domain
+
+    @property
+    def agent_user(self) -> str:
+        """Who its agent runs as: ``[agent] user``, else the image's unprivileged ``agent`` for our tasks
+        (they have a [task] table) and root for Harbor's (Harbor's own default)."""
+        return self.config.agent.user or ("agent" if "task" in self.config.model_fields_set else "root")
 
     @property
     def dockerfile(self) -> Path:

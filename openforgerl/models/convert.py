@@ -29,7 +29,7 @@ from typing import Any
 from openforgerl.errors import ResourceError, StackError, UserError, map_os_errors
 from openforgerl.log import get_logger
 from openforgerl.models.registry import MODEL_EXTRA_HINT, ModelSpec, chat_template_text, get_model, model_dir
-from openforgerl.stack.services import is_alive
+from openforgerl.processes import is_alive
 
 log = get_logger(__name__)
 

@@ -14,11 +14,12 @@ discarded for training, optionally retried as a new rollout) or ``verifier_error
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -29,12 +30,16 @@ from openforgerl.errors import ForgeError, SandboxError
 from openforgerl.log import get_logger
 from openforgerl.rollout.harness import AgentContext, Harness
 from openforgerl.rollout.harnesses import validate_harness_options
+from openforgerl.rollout.integrity import guarded_roots, tampered
 from openforgerl.rollout.proxy_handle import ProxyHandle, ProxySettings
 from openforgerl.rollout.runtime import (
     LABEL_ATTEMPT,
     LABEL_ROLLOUT,
     LABEL_RUN,
     LABEL_TASK,
+    NETWORK_MODES,
+    ExecResult,
+    NetworkMode,
     Runtime,
     RuntimeConfig,
     Sandbox,
@@ -48,6 +53,7 @@ from openforgerl.tasks import Task
 log = get_logger(__name__)
 Status = Literal["success", "failure", "agent_timeout", "infra_error", "verifier_error"]
 STATUSES: tuple[Status, ...] = get_args(Status)
+MIB = 1024 * 1024
 
 
 class RolloutConfig(BaseModel):
@@ -77,11 +83,16 @@ class RolloutConfig(BaseModel):
     """A reward at or above this is a success."""
     retry_infra: int = Field(0, ge=0)
     """Retry an infra_error this many times, each as a new rollout."""
-    network: Literal["host", "bridge", "none"] = "host"
-    """Sandbox networking. host: the proxy is reached at its own address. bridge: at
-    host.docker.internal (set proxy.host to an address the bridge can reach, e.g. the docker0 gateway)."""
+    network: NetworkMode = "isolated"
+    """Sandbox network for tasks that declare none: isolated (no route out; only the proxy's model API
+    of this host is reachable), bridge (a route out), none. ``host`` gives every sandbox this host's
+    network, whatever its task declares: unsafe for training, and said so in the run's warnings."""
     agent_user: str | None = None
-    """Run the harness as this user (e.g. 1000:1000); root when unset."""
+    """Run every agent as this user (a name or uid[:gid]); unset: each task's [agent] user."""
+    storage_poll_sec: float = Field(1.0, gt=0)
+    logs_max_mb: int = Field(64, gt=0)
+    """At most this much of a sandbox's /logs is copied into the run dir (the rest is listed as left out)."""
+    """How often the size of a sandbox's writable layer is checked against its task's storage_mb."""
     workdir: str = "/app"
     """Where the agent works and the verifier runs."""
 
@@ -115,6 +126,9 @@ class RolloutResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     harness_exit_code: int | None = None
     trajectory: str | None = None
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    """What the sandbox showed beyond the reward: ``tampered`` (system paths the agent changed),
+    ``storage_exceeded_mb``, ``logs`` (what the copy of /logs left out), ``integrity`` when unchecked."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)
@@ -145,9 +159,13 @@ class Orchestrator:
     """Runs jobs with bounded concurrency; ``on_result`` sees each result as soon as it is recorded."""
 
     def __init__(self, config: RolloutConfig, runtime: Runtime, harness: Harness, proxy: ProxyHandle | None,
-                 run_dir: Path, run_id: str, on_result: OnResult | None = None) -> None:
+                 run_dir: Path, run_id: str, on_result: OnResult | None = None,
+                 model_urls: dict[NetworkMode, str] | None = None) -> None:
         self.config, self.runtime, self.harness, self.proxy = config, runtime, harness, proxy
         self.run_dir, self.run_id = run_dir, run_id
+        self.model_urls = model_urls if model_urls is not None else {
+            mode: proxy.base_url for mode in NETWORK_MODES if proxy is not None}
+        """The proxy's model API as sandboxes of each network mode reach it."""
         self.on_result: OnResult = on_result or (lambda result: None)
         self.results: list[RolloutResult] = []
         self._out = (run_dir / "rollouts.jsonl").open("a", encoding="utf-8")
@@ -224,28 +242,33 @@ class Orchestrator:
         spec = SandboxSpec(image=image, labels={LABEL_RUN: self.run_id, LABEL_ROLLOUT: result.rollout_id,
                                                 LABEL_TASK: task.name, LABEL_ATTEMPT: str(job.attempt)},
                            cpus=task.config.environment.cpus, memory_mb=task.config.environment.memory_mb,
-                           network=self.config.network, workdir="/")
+                           network=network_mode(self.config, task), workdir="/")
         async with self.runtime.sandbox(spec) as sandbox:
             result.timings["container_start_s"] = time.monotonic() - t0
+            user = agent_user(self.config, task)
             try:
-                await self._agent_phase(sandbox, job, token, result)
+                await self._agent_phase(sandbox, job, token, result, user)
                 if result.status != "infra_error":
+                    await self._seal(sandbox, task, result, user)
+                if result.status in ("failure", "agent_timeout") and result.reward is None:
                     await self._verify_phase(sandbox, task, result)
             finally:
-                await self._save_logs(sandbox, result.rollout_id)
+                await self._save_logs(sandbox, result)
 
-    async def _agent_phase(self, sandbox: Sandbox, job: Job, token: str, result: RolloutResult) -> None:
+    async def _agent_phase(self, sandbox: Sandbox, job: Job, token: str, result: RolloutResult,
+                           user: str | None) -> None:
         timeout = self.config.agent_timeout_sec or job.task.config.agent.timeout_sec
-        ctx = AgentContext(instruction=job.task.instruction, base_url=self._sandbox_proxy_url(), api_key=token,
-                           model=self.config.model, workdir=self.config.workdir, timeout_sec=timeout,
-                           user=self.config.agent_user)
+        model_url = self.model_urls.get(network_mode(self.config, job.task), "")
+        ctx = AgentContext(instruction=job.task.instruction, base_url=model_url, api_key=token,
+                           model=self.config.model, workdir=self.config.workdir, timeout_sec=timeout, user=user)
         t0 = time.monotonic()
-        run = await self.harness.run(sandbox, job.task, ctx)
+        run = await self._watched(sandbox, job.task, result, self.harness.run(sandbox, job.task, ctx))
         result.timings["harness_s"] = time.monotonic() - t0
+        if run is None:  # stopped by the storage watchdog: the policy's doing, reward 0
+            return
         result.harness_exit_code = run.exit_code
         _write(self.run_dir / "logs" / result.rollout_id / "agent.stdout", run.stdout)
         _write(self.run_dir / "logs" / result.rollout_id / "agent.stderr", run.stderr)
-        await sandbox.kill_strays()
         health = await sandbox.health()
         if not health.running or health.oom_killed:
             result.status, result.reason = "infra_error", "sandbox OOM-killed" if health.oom_killed else health.detail
@@ -253,15 +276,50 @@ class Orchestrator:
             result.status, result.reason = "agent_timeout", f"agent ran past {timeout:.0f} s"
         else:
             result.status, result.reason = "failure", ""  # until the verifier says otherwise
+        await self._check_storage(sandbox, job.task, result)
 
-    def _sandbox_proxy_url(self) -> str:
-        """The proxy as the sandbox sees it: the same address on the host network, the host gateway on a bridge."""
-        if self.proxy is None:
-            return ""
-        if self.config.network != "bridge":
-            return self.proxy.base_url
-        port = self.proxy.base_url.rsplit(":", 1)[1]
-        return f"http://host.docker.internal:{port}"
+    async def _watched(self, sandbox: Sandbox, task: Task, result: RolloutResult,
+                       agent: Coroutine[Any, Any, ExecResult]) -> ExecResult | None:
+        """The agent's run, stopped early if its sandbox writes past the task's storage_mb."""
+        if not task.config.environment.storage_mb:
+            return await agent
+        running = asyncio.ensure_future(agent)
+        while not running.done():
+            await asyncio.wait({running}, timeout=self.config.storage_poll_sec)
+            if not running.done() and await self._check_storage(sandbox, task, result):
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError, ForgeError):
+                    await running
+                return None
+        return running.result()
+
+    async def _check_storage(self, sandbox: Sandbox, task: Task, result: RolloutResult) -> bool:
+        """True (and the rollout a failure with reward 0) once the sandbox wrote past storage_mb."""
+        limit = task.config.environment.storage_mb
+        written = await sandbox.written_bytes() if limit else None
+        if limit is None or written is None or written <= limit * MIB:
+            return False
+        result.status, result.reward = "failure", 0.0
+        result.reason = f"the agent wrote {written / MIB:.0f} MiB, over [environment] storage_mb = {limit}"
+        result.sandbox["storage_exceeded_mb"] = round(written / MIB, 1)
+        return True
+
+    async def _seal(self, sandbox: Sandbox, task: Task, result: RolloutResult, user: str | None) -> None:
+        """Between agent and verifier: end everything the agent started, then check from outside what it
+        changed; a change to a system path it may not touch fails the rollout (reward 0, ``tampered``)."""
+        t0 = time.monotonic()
+        await sandbox.end_processes(user)
+        changed = await sandbox.changes(guarded_roots())
+        result.timings["seal_s"] = time.monotonic() - t0
+        if changed is None:
+            result.sandbox["integrity"] = f"unchecked: the {self.runtime.name} runtime cannot see changes"
+            return
+        bad = tampered(changed, task.config.agent.writable_paths, self.config.workdir)
+        if bad:
+            result.status, result.reward = "failure", 0.0
+            result.reason = f"tampered with {len(bad)} system path(s) the task does not declare writable: " + \
+                ", ".join(bad[:5])
+            result.sandbox["tampered"] = bad
 
     async def _verify_phase(self, sandbox: Sandbox, task: Task, result: RolloutResult) -> None:
         timeout = self.config.verifier_timeout_sec or task.config.verifier.timeout_sec
@@ -289,7 +347,8 @@ class Orchestrator:
             return _closed(result, started)
         try:
             summary = await self.proxy.finish(result.rollout_id, result.reward, result.status,
-                                              {**metadata, "timings": result.timings, "reason": result.reason})
+                                              {**metadata, "timings": result.timings, "reason": result.reason,
+                                               "sandbox": result.sandbox})
             result.model_usage = _usage(summary)
             errors = result.model_usage.get("engine_errors")
             if errors and result.status in ("success", "failure", "agent_timeout"):
@@ -303,11 +362,30 @@ class Orchestrator:
                 result.status, result.reason = "infra_error", f"proxy: {exc}"
         return _closed(result, started)
 
-    async def _save_logs(self, sandbox: Sandbox, rollout_id: str) -> None:
+    async def _save_logs(self, sandbox: Sandbox, result: RolloutResult) -> None:
+        """The sandbox's /logs into the run dir, bounded; what was left out is recorded, never fatal."""
         try:
-            await sandbox.get("/logs", self.run_dir / "logs" / rollout_id)
+            copied = await sandbox.get("/logs", self.run_dir / "logs" / result.rollout_id,
+                                       max_bytes=self.config.logs_max_mb * MIB)
         except (SandboxError, OSError):
-            pass  # nothing to save (the sandbox died, or the harness wrote no logs)
+            return  # nothing to save (the sandbox died, or the harness wrote no logs)
+        except Exception as exc:  # a copy must never cost the rollout its recorded outcome
+            result.sandbox["logs"] = {"error": f"{type(exc).__name__}: {exc}"}
+            return
+        if copied.skipped or copied.truncated:
+            result.sandbox["logs"] = copied.summary()
+
+
+def network_mode(config: RolloutConfig, task: Task) -> NetworkMode:
+    """The run's ``host`` overrides everything; otherwise the task's declaration, else the run's default."""
+    if config.network == "host":
+        return "host"
+    return task.config.environment.network or config.network
+
+
+def agent_user(config: RolloutConfig, task: Task) -> str:
+    """Who the agent runs as: the run's override, else the task's (see ``Task.agent_user``)."""
+    return config.agent_user or task.agent_user
 
 
 def _closed(result: RolloutResult, started: float) -> RolloutResult:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 from pydantic import BaseModel, Field
 
 from openforgerl.errors import ProviderError, ProxyError
@@ -27,8 +29,11 @@ class ProxySettings(BaseModel):
     """A running proxy (``forge proxy``); unset: start one inside this run."""
     admin_token: str | None = None
     """The running proxy's admin token (required with ``url``)."""
+    sandbox_url: str | None = None
+    """With ``url``: the running proxy's model API as sandboxes reach it (``forge proxy --sandbox``
+    prints it); needed unless sandboxes share this host's network (``network=host``)."""
     host: str = "127.0.0.1"
-    """Where the in-run proxy listens; harness containers reach it there (host networking)."""
+    """Where the in-run proxy's admin API (and, for ``network=host``, its model API) listens."""
     port: int = 0
     """In-run proxy port; 0 picks a free one."""
     engine: EngineConfig = Field(default_factory=VLLMEngineConfig)
@@ -40,15 +45,26 @@ class ProxySettings(BaseModel):
 
 
 class ProxyHandle:
-    """The admin client: ``base_url`` is also what harnesses are given (plus their rollout token)."""
+    """The admin client. ``base_url`` serves everything on this host's loopback; ``sandbox_urls`` are
+    the model-only listeners sandboxes on other networks reach (address -> URL)."""
 
     def __init__(self, base_url: str, admin_token: str, data_dir: Path | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, sandbox_urls: dict[str, str] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.admin_token = admin_token
         self.data_dir = data_dir
+        self.sandbox_urls = dict(sandbox_urls or {})
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=60, transport=transport,
                                        headers={"authorization": f"Bearer {admin_token}"})
+
+    def url_for(self, address: str) -> str:
+        """The model API's URL for sandboxes that reach this host at ``address``."""
+        if address in self.sandbox_urls:
+            return self.sandbox_urls[address]
+        if ipaddress.ip_address(address).is_loopback:
+            return self.base_url
+        raise ProxyError(f"the proxy has no listener for sandboxes at {address}",
+                         fix="set proxy.sandbox_url to the proxy's model API as sandboxes reach it, or network=host")
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         try:
@@ -97,25 +113,49 @@ async def check_engine(settings: ProxySettings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_proxy(settings: ProxySettings, model: str, data_dir: Path) -> AsyncIterator[ProxyHandle]:
+async def open_proxy(settings: ProxySettings, model: str, data_dir: Path,
+                     sandbox_hosts: Sequence[str] = ()) -> AsyncIterator[ProxyHandle]:
+    """The run's proxy: the running one ``settings.url`` names, or one started in this process that
+    also listens on each of ``sandbox_hosts`` (model API only) for sandboxes on other networks."""
     if settings.url:
         if not settings.admin_token:
             raise ProxyError("proxy.url is set but proxy.admin_token is not",
                              fix="pass the running proxy's admin token (proxy.admin_token=...)")
-        handle = ProxyHandle(settings.url, settings.admin_token)
+        urls = {host: settings.sandbox_url for host in sandbox_hosts if settings.sandbox_url}
+        handle = ProxyHandle(settings.url, settings.admin_token, sandbox_urls=urls)
         try:
             yield handle
         finally:
             await handle.close()
         return
-    async with _in_process(settings, model, data_dir) as handle:
+    async with _in_process(settings, model, data_dir, sandbox_hosts) as handle:
         yield handle
 
 
-@contextlib.asynccontextmanager
-async def _in_process(settings: ProxySettings, model: str, data_dir: Path) -> AsyncIterator[ProxyHandle]:
-    import uvicorn
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handlers: Ctrl-C belongs to the run, which finishes its rollouts first."""
 
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def _listen(app: Any, host: str, port: int) -> tuple[_Server, asyncio.Task[None], int]:
+    server = _Server(uvicorn.Config(app, host=host, port=port, http="httptools", lifespan="off",
+                                    access_log=False, log_level="warning", timeout_keep_alive=120))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            serving.result()  # raises why it could not start (port taken, ...)
+            raise ProxyError(f"the in-run proxy stopped while starting on {host}:{port}")
+        await asyncio.sleep(0.02)
+    return server, serving, server.servers[0].sockets[0].getsockname()[1]
+
+
+@contextlib.asynccontextmanager
+async def _in_process(settings: ProxySettings, model: str, data_dir: Path,
+                      sandbox_hosts: Sequence[str]) -> AsyncIterator[ProxyHandle]:
+    from openforgerl.rollout.proxy.app import ModelApi
     from openforgerl.rollout.proxy.config import ProxyConfig
     from openforgerl.rollout.proxy.server import build_app
 
@@ -124,21 +164,20 @@ async def _in_process(settings: ProxySettings, model: str, data_dir: Path) -> As
                          tokenizer=settings.tokenizer, engine=settings.engine, data_dir=str(data_dir),
                          force_tool_calls=settings.force_tool_calls)
     app = await asyncio.to_thread(build_app, config)
-    server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, http="httptools",
-                                           lifespan="off", access_log=False, log_level="warning",
-                                           timeout_keep_alive=120))
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        if serving.done():
-            serving.result()  # raises why it could not start (port taken, ...)
-            raise ProxyError("the in-run proxy stopped while starting")
-        await asyncio.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    handle = ProxyHandle(f"http://{settings.host}:{port}", token, data_dir)
+    listeners: list[tuple[_Server, asyncio.Task[None], int]] = []
     try:
-        yield handle
+        listeners.append(await _listen(app, settings.host, settings.port))
+        urls = {}
+        for host in sandbox_hosts:
+            listeners.append(await _listen(ModelApi(app), host, 0))
+            urls[host] = f"http://{host}:{listeners[-1][2]}"
+        handle = ProxyHandle(f"http://{settings.host}:{listeners[0][2]}", token, data_dir, sandbox_urls=urls)
+        try:
+            yield handle
+        finally:
+            await handle.close()
     finally:
-        await handle.close()
-        server.should_exit = True
-        await serving
+        for server, serving, _ in listeners:
+            server.should_exit = True
+            await serving
         await app.service.aclose()  # lifespan is off: close the engine's connections ourselves

@@ -8,25 +8,38 @@ the harness and verifier logs, and summary.json.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from openforgerl.config import save_resolved
 from openforgerl.errors import UserError
+from openforgerl.log import get_logger
 from openforgerl.manifest import published_tasks
 from openforgerl.rollout.harness import Harness
 from openforgerl.rollout.harnesses import make_harness
 from openforgerl.rollout.harnesses.install import installed
-from openforgerl.rollout.orchestrator import STATUSES, OnResult, Orchestrator, RolloutConfig, RolloutResult, final_tries
+from openforgerl.rollout.orchestrator import (
+    STATUSES,
+    OnResult,
+    Orchestrator,
+    RolloutConfig,
+    RolloutResult,
+    final_tries,
+    network_mode,
+)
 from openforgerl.rollout.proxy_handle import ProxyHandle, check_engine, open_proxy
-from openforgerl.rollout.runtime import Runtime
+from openforgerl.rollout.runtime import NetworkMode, Reach, Runtime
 from openforgerl.rollout.runtimes import make_runtime
 from openforgerl.tasks import Task, find_task_dirs
+
+log = get_logger(__name__)
 
 
 def load_tasks(paths: list[str]) -> list[Task]:
@@ -56,6 +69,8 @@ class PreparedRun:
     harness: Harness
     runtime: Runtime
     proxy: ProxyHandle | None = None
+    reach: dict[NetworkMode, Reach] = field(default_factory=dict)
+    """How sandboxes of each network mode the tasks use reach this host (networks made ready)."""
 
     @property
     def rollouts(self) -> int:
@@ -66,11 +81,22 @@ class PreparedRun:
         run_dir, run_id = new_run_dir(self.config)
         save_resolved(self.config, run_dir)
         await self.runtime.sweep()
-        async with _proxy_for(self.config, self.harness, run_dir, self.proxy) as handle:
-            orchestrator = Orchestrator(self.config, self.runtime, self.harness, handle, run_dir, run_id, on_result)
-            results = await orchestrator.run(self.tasks)
-        (run_dir / "summary.json").write_text(json.dumps(summarize(results), indent=2))
+        hosts = sorted({r.address for r in self.reach.values() if r.address and not _loopback(r.address)})
+        async with _proxy_for(self.config, self.harness, run_dir, self.proxy, hosts) as handle:
+            with contextlib.ExitStack() as opened:
+                urls = _model_urls(self.reach, handle, opened)
+                orchestrator = Orchestrator(self.config, self.runtime, self.harness, handle, run_dir, run_id,
+                                            on_result, model_urls=urls)
+                results = await orchestrator.run(self.tasks)
+        summary = {**summarize(results), "warnings": self.warnings()}
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         return run_dir, results
+
+    def warnings(self) -> list[str]:
+        if "host" not in self.reach:
+            return []
+        return ["network=host: sandboxes share this host's network and can reach every service on it (the "
+                "registry, vLLM, the proxy's admin API): unsafe for training"]
 
 
 async def prepare_run(config: RolloutConfig, harness: Harness | None = None, runtime: Runtime | None = None,
@@ -84,7 +110,12 @@ async def prepare_run(config: RolloutConfig, harness: Harness | None = None, run
     harness = harness or make_harness(config.harness, **config.harness_options)
     runtime = runtime or make_runtime(config.runtime)
     await preflight(config, tasks, harness, runtime, check_model=proxy is None)
-    return PreparedRun(config, tasks, harness, runtime, proxy)
+    reach = await runtime.reach({network_mode(config, task) for task in tasks})
+    _check_reach(config, harness, reach, given_proxy=proxy is not None)
+    prepared = PreparedRun(config, tasks, harness, runtime, proxy, reach)
+    for warning in prepared.warnings():
+        log.warning(warning)
+    return prepared
 
 
 async def run_rollouts(config: RolloutConfig, on_result: OnResult | None = None, harness: Harness | None = None,
@@ -95,15 +126,47 @@ async def run_rollouts(config: RolloutConfig, on_result: OnResult | None = None,
     return await prepared.execute(on_result)
 
 
-def _proxy_for(config: RolloutConfig, harness: Harness, run_dir: Path,
-               given: ProxyHandle | None) -> contextlib.AbstractAsyncContextManager[ProxyHandle | None]:
-    """The caller's proxy, else the one ``config.proxy`` names (started in-run), or none for a harness
-    that calls no model."""
+def _proxy_for(config: RolloutConfig, harness: Harness, run_dir: Path, given: ProxyHandle | None,
+               sandbox_hosts: list[str]) -> contextlib.AbstractAsyncContextManager[ProxyHandle | None]:
+    """The caller's proxy, else the one ``config.proxy`` names (started in-run, its model API also on
+    ``sandbox_hosts``), or none for a harness that calls no model."""
     if not harness.uses_model:
         return _no_proxy()
     if given is not None:
         return contextlib.nullcontext(given)
-    return open_proxy(config.proxy, config.model, run_dir / "proxy")
+    return open_proxy(config.proxy, config.model, run_dir / "proxy", sandbox_hosts)
+
+
+def _loopback(address: str) -> bool:
+    return ipaddress.ip_address(address).is_loopback
+
+
+def _model_urls(reach: dict[NetworkMode, Reach], handle: ProxyHandle | None,
+                opened: contextlib.ExitStack) -> dict[NetworkMode, str]:
+    """The proxy's model API per network mode, each port opened to its sandboxes for as long as ``opened``."""
+    urls: dict[NetworkMode, str] = {}
+    for mode, way in reach.items():
+        if handle is None or way.address is None:
+            continue
+        urls[mode] = handle.url_for(way.address)
+        port = urlsplit(urls[mode]).port
+        if not _loopback(way.address) and port is not None:
+            opened.enter_context(way.expose(port))
+    return urls
+
+
+def _check_reach(config: RolloutConfig, harness: Harness, reach: dict[NetworkMode, Reach], *,
+                 given_proxy: bool) -> None:
+    if not harness.uses_model:
+        return
+    for mode, way in reach.items():
+        if way.address is None:
+            raise UserError(f"network {mode} leaves the {harness.name} harness no way to reach the model",
+                            fix="use network isolated (the default) for tasks whose agent calls a model")
+        if config.proxy.url and not given_proxy and not _loopback(way.address) and not config.proxy.sandbox_url:
+            raise UserError(f"proxy.url is set, and {mode} sandboxes cannot reach {config.proxy.url}",
+                            fix="start it with forge proxy --sandbox and set proxy.sandbox_url to the URL it "
+                                "prints, or run with network=host (unsafe)")
 
 
 async def preflight(config: RolloutConfig, tasks: list[Task], harness: Harness, runtime: Runtime, *,

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport
 from openforgerl.errors import SandboxError
 from openforgerl.tasks import Task
 
@@ -31,6 +32,20 @@ LABEL_OWNER_PID = "openforgerl.owner-pid"
 LABEL_OWNER_HOST = "openforgerl.owner-host"
 
 
+NetworkMode = Literal["isolated", "bridge", "host", "none"]
+NETWORK_MODES: tuple[NetworkMode, ...] = get_args(NetworkMode)
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How sandboxes of one network mode reach this machine."""
+
+    address: str | None
+    """The address of this host they see (None: they cannot reach it at all)."""
+    expose: Callable[[int], contextlib.AbstractContextManager[None]] = lambda port: contextlib.nullcontext()
+    """While held, lets them reach ``port`` at ``address`` (a firewall opening); a no-op where nothing blocks."""
+
+
 class SandboxSpec(BaseModel):
     """What to start for one rollout."""
 
@@ -41,8 +56,9 @@ class SandboxSpec(BaseModel):
     cpus: float | None = Field(None, gt=0)
     memory_mb: int | None = Field(None, gt=0)
     pids_limit: int | None = Field(4096, gt=0)
-    network: Literal["host", "bridge", "none"] = "host"
-    """host in this workplace; bridge + host-gateway where containers may not share the host network."""
+    network: NetworkMode = "isolated"
+    """isolated: no route out, only the proxy's model API reachable; bridge: the same plus a route out;
+    host: this host's own network (unsafe); none: no network at all."""
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str = "/"
     user: str | None = None
@@ -93,8 +109,11 @@ class Sandbox(ABC):
         """Copy a host file or directory to ``dest`` (a directory path) in the sandbox."""
 
     @abstractmethod
-    async def get(self, src: str, dest: Path) -> None:
-        """Copy a sandbox file or directory into the host directory ``dest``."""
+    async def get(self, src: str, dest: Path, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                  max_files: int = DEFAULT_MAX_FILES) -> CopyReport:
+        """Copy a sandbox file or directory into the host directory ``dest``: regular files and
+        directories only (links and special files are skipped and named), stopping at the caps.
+        Raises SandboxError when ``src`` does not exist."""
 
     @abstractmethod
     async def health(self) -> SandboxHealth:
@@ -117,9 +136,20 @@ class Sandbox(ABC):
             raise SandboxError(f"could not {'reset' if fresh else 'create'} {', '.join(paths)} in sandbox "
                                f"{self.id}: {result.tail(300) or 'timed out'}")
 
-    async def kill_strays(self) -> None:
-        """Kill every process the sandbox's own init did not start (what an agent left running),
-        so nothing the agent launched can still write while the verifier runs."""
+    async def end_processes(self, agent_user: str | None) -> None:
+        """Framework step after the agent phase: end every process the agent could have started, from
+        outside the sandbox and with no help from anything inside it, keeping the files. ``agent_user``
+        is who the agent ran as (None: root). Default: nothing (a runtime whose sandboxes cannot
+        outlive an exec); runtimes override it."""
+
+    async def changes(self, under: Sequence[str]) -> list[str] | None:
+        """Paths below any of ``under`` that were added, changed or deleted since the sandbox started,
+        seen from outside it; None when this runtime cannot tell (the integrity guard then says so)."""
+        return None
+
+    async def written_bytes(self) -> int | None:
+        """Bytes the sandbox has written to its own filesystem so far; None when this runtime cannot tell."""
+        return None
 
     async def stop(self) -> None:
         """Remove the sandbox; idempotent and shielded so a cancelled rollout still cleans up."""
@@ -155,6 +185,12 @@ class Runtime(ABC):
     async def check(self, tasks: Sequence[Task]) -> None:
         """Hook: before a run starts, raise a ForgeError (one line, with the fix) for anything that would
         fail every rollout of ``tasks`` here (no engine, an image that cannot be had)."""
+
+    async def reach(self, modes: set[NetworkMode]) -> dict[NetworkMode, Reach]:
+        """Hook: make the networks of ``modes`` ready and say how their sandboxes reach this host.
+
+        Default (sandboxes that are processes of this host): every mode reaches it on loopback."""
+        return {mode: Reach(None if mode == "none" else "127.0.0.1") for mode in modes}
 
     async def image_for(self, task: Task, tool: str | None) -> str:
         """Hook: the image a rollout of ``task`` runs in, with the harness tools ``tool`` (None: no

@@ -2,7 +2,8 @@
 
 Invariant: before ``tests/test.sh`` runs, ``/logs/verifier`` and ``/tests`` are deleted and
 recreated by root from the task directory on the host, so a reward file or a test script the
-agent planted is gone; the reward is read only from what the verifier wrote in this run.
+agent planted is gone; the verifier runs as root with a fixed PATH and no inherited variables; the
+reward is read only from what the verifier wrote in this run (a link there is not followed).
 """
 
 from __future__ import annotations
@@ -16,6 +17,16 @@ from openforgerl.tasks import Task
 from openforgerl.verifiers.reward import VERIFIER_DIR, Verdict, parse_reward_files
 
 TESTS_DIR = "/tests"
+TEST_SH = f"{TESTS_DIR}/test.sh"
+VERIFIER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The verifier's PATH, whatever the image or the agent set: only system directories."""
+REWARD_MAX_BYTES = 16 * 1024 * 1024
+
+
+def verifier_command(env: dict[str, str]) -> list[str]:
+    """``bash /tests/test.sh`` in an environment of its own: nothing inherited but what the task sets."""
+    return ["env", "-i", f"PATH={VERIFIER_PATH}", "HOME=/root", "LANG=C.UTF-8",
+            *(f"{key}={value}" for key, value in env.items()), "bash", TEST_SH]
 
 
 async def run_verifier(sandbox: Sandbox, task: Task, timeout: float, workdir: str = "/app") -> Verdict:
@@ -25,8 +36,7 @@ async def run_verifier(sandbox: Sandbox, task: Task, timeout: float, workdir: st
     except SandboxError as exc:
         return Verdict(None, error=str(exc))
     await sandbox.put(task.tests_dir, "/")
-    result = await sandbox.exec(["bash", f"{TESTS_DIR}/test.sh"], user="0", timeout=timeout, cwd=workdir,
-                                env=task.config.verifier.env)
+    result = await sandbox.exec(verifier_command(task.config.verifier.env), user="0", timeout=timeout, cwd=workdir)
     if result.timed_out:
         return Verdict(None, error=f"verifier timed out after {timeout:.0f} s", seconds=result.seconds,
                        stdout=result.stdout, stderr=result.stderr)
@@ -40,8 +50,11 @@ async def run_verifier(sandbox: Sandbox, task: Task, timeout: float, workdir: st
 async def _read_reward(sandbox: Sandbox) -> Verdict:
     with tempfile.TemporaryDirectory(prefix="forge-verdict-") as tmp:
         try:
-            await sandbox.get(VERIFIER_DIR, Path(tmp))
+            copied = await sandbox.get(VERIFIER_DIR, Path(tmp), max_bytes=REWARD_MAX_BYTES)
         except Exception as exc:  # the directory vanished: the verifier (or something) removed it
             return Verdict(None, error=f"{VERIFIER_DIR} is gone after the verifier ran: {exc}")
         folder = Path(tmp) / Path(VERIFIER_DIR).name
-        return parse_reward_files(folder)
+        verdict = parse_reward_files(folder)
+        if verdict.error and copied.skipped:
+            verdict.error += f" ({VERIFIER_DIR} held what is not a regular file: {', '.join(copied.skipped[:3])})"
+        return verdict

@@ -28,6 +28,7 @@ import httpx
 
 from openforgerl.errors import ForgeError, ResourceError, map_os_errors
 from openforgerl.paths import state_dir
+from openforgerl.processes import is_alive
 
 CMDLINE_WAIT_S = 5.0  # how long a just-started process may take to show its argv
 
@@ -178,24 +179,6 @@ class Service(Generic[RecordT]):
     def _forget(self) -> None:
         for path in (self.record_file, self.pid_file, self._legacy_cmd_file):
             path.unlink(missing_ok=True)
-
-
-def is_alive(pid: int) -> bool:
-    """True while ``pid`` runs; a zombie counts as dead (and is reaped if it is our child)."""
-    if pid <= 0:  # waitpid(0 or -n) would reap some *other* child
-        return False
-    try:
-        reaped, _ = os.waitpid(pid, os.WNOHANG)
-        if reaped == pid:
-            return False
-    except ChildProcessError:
-        pass  # not our child: its parent (or init) reaps it
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-    except OSError:
-        return False
-    # The state letter follows the ")" closing the command name, which may itself contain spaces.
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def _cmdline(pid: int) -> list[str]:

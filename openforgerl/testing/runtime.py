@@ -6,7 +6,7 @@ no Docker. A sandbox's files live in a temp directory (sandbox paths map under i
 runtime), so ``put``/``get`` and the verifier's reward files are real files; commands are never
 executed. Each ``exec`` is answered by the scenario:
 
-- ``bash /tests/test.sh`` (the verifier) -> ``scenario.verifier``;
+- the verifier (a command ending in ``bash /tests/test.sh``) -> ``scenario.verifier``;
 - any other command run as root (``user="0"``: the framework's housekeeping) -> exit 0;
 - everything else (the harness's command) -> ``scenario.agent``.
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, copy_tree
 from openforgerl.errors import ForgeError, SandboxError
 from openforgerl.rollout.runtime import (
     LABEL_TASK,
@@ -39,7 +40,7 @@ from openforgerl.rollout.runtime import (
 )
 from openforgerl.tasks import Task
 
-VERIFIER_COMMAND = ["bash", "/tests/test.sh"]
+VERIFIER_TAIL = ["bash", "/tests/test.sh"]
 Step = Callable[["FakeSandbox", list[str], float | None], Awaitable[ExecResult]]
 
 
@@ -76,6 +77,15 @@ def dies(*, oom: bool = False, detail: str = "container exited (exit 137)") -> S
     async def step(box: FakeSandbox, command: list[str], timeout: float | None) -> ExecResult:
         box.alive, box.oom_killed, box.detail = False, oom, detail
         return ExecResult(137, "", "Killed", 0.0)
+    return step
+
+
+def leaves_writer(path: str, text: str, then: Step | None = None) -> Step:
+    """The agent leaves a process behind that writes ``text`` to ``path`` while the verifier runs,
+    unless the framework ended the agent's processes first (``Sandbox.end_processes``)."""
+    async def step(box: FakeSandbox, command: list[str], timeout: float | None) -> ExecResult:
+        box.survivors.append((path, text))
+        return await (then or exits(0))(box, command, timeout)
     return step
 
 
@@ -166,7 +176,13 @@ class FakeSandbox(Sandbox):
         self.removed = False
         self.execs: list[tuple[list[str], str | None, dict[str, str]]] = []
         """Every command run, with the user it ran as and the environment it was given."""
-        self.strays_killed = 0
+        self.ended: list[str | None] = []
+        """``end_processes`` calls, with the agent user each was given."""
+        self.survivors: list[tuple[str, str]] = []
+        """Writers the agent left running (``leaves_writer``): they write when the verifier runs."""
+        self.written: set[str] = set()
+        """Every path written through ``write`` (what ``changes`` reports)."""
+        self.sees_changes = True
 
     def path(self, sandbox_path: str) -> Path:
         resolved = (self.root / sandbox_path.lstrip("/")).resolve()
@@ -175,6 +191,7 @@ class FakeSandbox(Sandbox):
         return resolved
 
     def write(self, sandbox_path: str, text: str) -> None:
+        self.written.add(sandbox_path)
         target = self.path(sandbox_path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
@@ -191,7 +208,9 @@ class FakeSandbox(Sandbox):
         self._require_alive()
         argv = list(command)
         self.execs.append((argv, user, dict(env or {})))
-        if argv == VERIFIER_COMMAND:
+        if argv[-2:] == VERIFIER_TAIL:
+            for path, text in self.survivors:  # what the agent left running gets its chance now
+                self.write(path, text)
             return await self.scenario.verifier(self, argv, timeout)
         if user == "0":
             return ExecResult(0, "", "", 0.0)
@@ -214,24 +233,35 @@ class FakeSandbox(Sandbox):
         else:
             shutil.copy2(src, target / src.name)
 
-    async def get(self, src: str, dest: Path) -> None:
+    async def get(self, src: str, dest: Path, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                  max_files: int = DEFAULT_MAX_FILES) -> CopyReport:
         self._require_alive()
         source = self.path(src)
         if not source.exists():
             raise SandboxError(f"{src} does not exist in sandbox {self.id}")
-        dest.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            shutil.copytree(source, dest / source.name, dirs_exist_ok=True)
-        else:
-            shutil.copy2(source, dest / source.name)
+            return copy_tree(source, dest, max_bytes=max_bytes, max_files=max_files)
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest / source.name)
+        return CopyReport(files=1, bytes=source.stat().st_size)
 
     async def health(self) -> SandboxHealth:
         if self.removed:
             return SandboxHealth(False, detail="sandbox was removed")
         return SandboxHealth(self.alive, oom_killed=self.oom_killed, detail=self.detail)
 
-    async def kill_strays(self) -> None:
-        self.strays_killed += 1
+    async def end_processes(self, agent_user: str | None) -> None:
+        self._require_alive()
+        self.ended.append(agent_user)
+        self.survivors.clear()
+
+    async def changes(self, under: Sequence[str]) -> list[str] | None:
+        if not self.sees_changes:
+            return None
+        return sorted(p for p in self.written if any(p == r or p.startswith(r.rstrip("/") + "/") for r in under))
+
+    async def written_bytes(self) -> int | None:
+        return sum(f.stat().st_size for f in self.root.rglob("*") if f.is_file() and not f.is_symlink())
 
     async def _remove(self) -> None:
         self.removed = True

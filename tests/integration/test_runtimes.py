@@ -41,7 +41,7 @@ def test_container_is_hardened_labelled_and_removed(docker_runtime):
             assert attrs["CapDrop"] == ["ALL"] and "NET_RAW" not in attrs["CapAdd"]
             assert attrs["SecurityOpt"] == ["no-new-privileges"]
             assert attrs["Memory"] == 256 * 2**20 and attrs["PidsLimit"] == 64 and attrs["NanoCpus"] == 10**9
-            assert attrs["NetworkMode"] == "host"
+            assert attrs["NetworkMode"] == "openforgerl-isolated"
             assert box.container.labels[LABEL_RUN] == "pytest-runtimes"
             result = await box.exec(["sh", "-c", "echo out; echo err >&2; exit 3"])
             assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n")
@@ -66,14 +66,31 @@ def test_timeout_kills_the_whole_process_tree(docker_runtime):
 
 
 @pytest.mark.docker
-def test_kill_strays_ends_escaped_daemons_but_keeps_the_sandbox(docker_runtime):
+def test_ending_an_unprivileged_agent_kills_its_processes_from_outside_and_keeps_root_s(docker_runtime):
     async def go():
         async with docker_runtime.sandbox(spec()) as box:
-            await box.exec(["sh", "-c", "setsid sleep 300 > /dev/null 2>&1 < /dev/null &"])
-            assert "sleep 300" in (await box.exec(["ps", "-eo", "args"])).stdout
-            await box.kill_strays()
-            assert "sleep 300" not in (await box.exec(["ps", "-eo", "args"])).stdout
+            await box.exec(["sh", "-c", "setsid sleep 301 > /dev/null 2>&1 < /dev/null &"])  # a root service
+            await box.exec(["sh", "-c", "setsid sleep 302 > /dev/null 2>&1 < /dev/null &"], user="agent")
+            # a writer that re-forks itself every few milliseconds, which no single pass over /proc catches
+            hop = "h() { sleep 0.005; (h &) ; }; h"
+            await box.exec(["bash", "-c", f"setsid bash -c '{hop}' > /dev/null 2>&1 < /dev/null &"], user="agent")
+            await box.end_processes("agent")
+            left = (await box.exec(["ps", "-eo", "user,args"])).stdout
+            assert "sleep 301" in left and "sleep 302" not in left and "agent" not in left
             assert (await box.health()).running
+    run(go())
+
+
+@pytest.mark.docker
+def test_ending_a_root_agent_restarts_the_container_and_keeps_its_files(docker_runtime):
+    async def go():
+        async with docker_runtime.sandbox(spec()) as box:
+            await box.exec(["sh", "-c", "echo kept > /root/f; setsid sleep 303 > /dev/null 2>&1 < /dev/null &"])
+            await box.end_processes(None)
+            assert "sleep 303" not in (await box.exec(["ps", "-eo", "args"])).stdout
+            assert (await box.exec(["cat", "/root/f"])).stdout == "kept\n"
+            routes = (await box.exec(["cat", "/proc/net/route"])).stdout.splitlines()[1:]
+            assert all(line.split()[1] != "00000000" for line in routes)  # still no default route
     run(go())
 
 
@@ -96,7 +113,7 @@ def test_copy_in_and_out(docker_runtime, tmp_path: Path):
 @pytest.mark.docker
 def test_missing_image_and_oom_are_reported(docker_runtime):
     async def go():
-        with pytest.raises(SandboxError, match="image openforgerl/does-not-exist:1 not found"):
+        with pytest.raises(SandboxError, match="image openforgerl/does-not-exist:1 is not present locally"):
             await docker_runtime.start(SandboxSpec(image="openforgerl/does-not-exist:1"))
         async with docker_runtime.sandbox(spec(memory_mb=64)) as box:
             hog = await box.exec(["python3", "-c", "x = bytearray(512 * 2**20)"], timeout=60)

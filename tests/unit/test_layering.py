@@ -1,7 +1,7 @@
 """The package graph points one way; every import in openforgerl/ (function-level ones too) obeys it.
 
 Rules (from DESIGN.md "Layers"): ``cli`` may import anything and nothing imports ``cli``; the bottom
-(tasks, config, errors, paths, log, plugins, manifest) imports only the bottom; ``containers``
+(tasks, config, errors, paths, log, plugins, manifest, processes) imports only the bottom; ``containers``
 imports only the bottom, ``stack`` the bottom and ``containers``; ``verifiers`` imports neither
 ``rollout`` nor ``envs``; ``rollout`` imports none of ``envs``, ``synth``, ``train``; ``envs`` imports
 ``rollout`` only to run validation rollouts (``envs.baselines`` -> ``rollout.run``/``orchestrator``);
@@ -20,7 +20,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "openforgerl"
 BOTTOM = ("openforgerl.tasks", "openforgerl.config", "openforgerl.errors", "openforgerl.paths", "openforgerl.log",
-          "openforgerl.plugins", "openforgerl.manifest")
+          "openforgerl.plugins", "openforgerl.manifest", "openforgerl.processes")
 
 
 def _under(module: str, *packages: str) -> bool:

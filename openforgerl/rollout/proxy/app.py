@@ -86,6 +86,25 @@ def api_key(headers: dict[bytes, bytes]) -> str | None:
     return key.decode("latin-1").strip() if key else None
 
 
+def is_model_route(path: str) -> bool:
+    """Whether ``path`` is part of the model API (what harnesses call), not admin or health."""
+    path = path.rstrip("/") or "/"
+    return path.startswith("/v1/") or "/v1" + path in DIALECT_ROUTES
+
+
+class ModelApi:
+    """The proxy as sandboxes see it: the model routes only. Admin and health routes do not exist
+    here (404), so a listener sandboxes can reach never exposes them, whatever token is sent."""
+
+    def __init__(self, app: ProxyApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not is_model_route(scope["path"]):
+            return await send_json(send, 404, {"error": {"message": "not found", "type": "not_found_error"}})
+        await self.app(scope, receive, send)
+
+
 class ProxyApp:
     """ASGI entry point."""
 

@@ -17,36 +17,48 @@ import socket
 import tarfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import docker.errors
 from pydantic import Field
 
+from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, dirs_archive, extract
 from openforgerl.containers.client import docker_client
 from openforgerl.containers.images import check_bases_local, ensure_task_image
+from openforgerl.containers.network import SPECS, NetworkKind, ensure_network, open_port
 from openforgerl.containers.refs import ensure_local
 from openforgerl.errors import ForgeError, SandboxError, UserError
+from openforgerl.log import get_logger
+from openforgerl.processes import is_alive
 from openforgerl.rollout.harness_image import harness_image
+from openforgerl.rollout.integrity import guarded_roots
 from openforgerl.rollout.runtime import (
     LABEL_OWNER_HOST,
     LABEL_OWNER_PID,
     LABEL_RUN,
     ExecResult,
+    NetworkMode,
+    Reach,
     Runtime,
     RuntimeConfig,
     Sandbox,
     SandboxHealth,
     SandboxSpec,
 )
-from openforgerl.stack.services import is_alive
+from openforgerl.rollout.runtimes import docker_host
 from openforgerl.tasks import Task
+
+log = get_logger(__name__)
 
 # Docker's default capability set minus the ones an agent never needs (raw sockets, mknod, chroot,
 # file capabilities, audit). Enough for apt, chown and su inside the sandbox.
 DEFAULT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
 KILL_GRACE_S = 10.0
+DOCKER_NETWORKS: dict[NetworkMode, str] = {"isolated": SPECS["isolated"].name, "bridge": SPECS["egress"].name,
+                                           "host": "host", "none": "none"}
+NETWORK_KINDS: dict[NetworkMode, NetworkKind] = {"isolated": "isolated", "bridge": "egress"}
 OUTPUT_LIMIT = 4 * 1024 * 1024  # keep the last 4 MiB of each stream
 
 
@@ -56,8 +68,9 @@ class DockerRuntimeConfig(RuntimeConfig):
     type: Literal["docker"] = "docker"
     cap_add: list[str] = Field(default_factory=lambda: list(DEFAULT_CAPS))
     """Capabilities kept after dropping ALL."""
-    host_gateway: bool = True
-    """With bridge networking, map host.docker.internal to the host (to reach the proxy)."""
+    host_firewall: bool = True
+    """Reject everything on the sandbox bridges but the proxy's port (iptables, needs root). Off: a
+    host service listening on all addresses (0.0.0.0) is reachable from sandboxes; a warning is logged."""
     start_timeout_sec: float = 60.0
     """Docker API timeout for creating and starting a container."""
 
@@ -97,6 +110,24 @@ class DockerRuntime(Runtime):
                                     fix="run forge build-env on it (templated environments are rendered there)")
                 check_bases_local(client, task.dockerfile)
 
+    async def reach(self, modes: set[NetworkMode]) -> dict[NetworkMode, Reach]:
+        """isolated and bridge sandboxes reach this host at their network's gateway, through its firewall."""
+        reach: dict[NetworkMode, Reach] = {}
+        for mode in modes:
+            if mode in ("isolated", "bridge"):
+                network = await asyncio.to_thread(ensure_network, self.client, NETWORK_KINDS[mode])
+                reach[mode] = Reach(network.gateway, self._exposer(network.bridge))
+            else:
+                reach[mode] = Reach("127.0.0.1" if mode == "host" else None)
+        return reach
+
+    def _exposer(self, bridge: str) -> Callable[[int], contextlib.AbstractContextManager[None]]:
+        if not self.config.host_firewall:
+            log.warning("runtime.host_firewall is off: sandboxes can reach every service of this host that "
+                        "listens on all addresses")
+            return lambda port: contextlib.nullcontext()
+        return lambda port: open_port(bridge, port)
+
     async def image_for(self, task: Task, tool: str | None) -> str:
         """The task image (built once per environment content) plus the harness tools layer."""
         image, _ = await asyncio.to_thread(ensure_task_image, self.client, task)
@@ -118,7 +149,12 @@ class DockerRuntime(Runtime):
         except docker.errors.APIError as exc:
             self.client.api.remove_container(container_id, force=True)
             raise SandboxError(f"docker could not start {spec.image}: {exc.explanation or exc}") from exc
-        return DockerSandbox(self.client.containers.prepare_model({"Id": container_id}), spec)
+        try:
+            host = docker_host.view(self.client.api, container_id)
+        except (docker.errors.APIError, KeyError, ValueError) as exc:
+            self.client.api.remove_container(container_id, force=True)
+            raise SandboxError(f"container of {spec.image} vanished after it started: {exc}") from exc
+        return DockerSandbox(self.client.containers.prepare_model({"Id": container_id}), spec, host)
 
     def _create(self, spec: SandboxSpec, labels: dict[str, str]) -> str:
         """Create (never pull: the low-level API does not, unlike ``containers.run``)."""
@@ -137,7 +173,7 @@ class DockerRuntime(Runtime):
 
     def _host_config(self, spec: SandboxSpec) -> dict[str, Any]:
         config: dict[str, Any] = {
-            "network_mode": spec.network, "cap_drop": ["ALL"], "cap_add": self.config.cap_add,
+            "network_mode": DOCKER_NETWORKS[spec.network], "cap_drop": ["ALL"], "cap_add": self.config.cap_add,
             "security_opt": ["no-new-privileges"], "pids_limit": spec.pids_limit,
             "init": True,  # tini as PID 1 reaps what killed exec sessions leave behind
         }
@@ -146,8 +182,6 @@ class DockerRuntime(Runtime):
         if spec.memory_mb:
             config["mem_limit"] = f"{spec.memory_mb}m"
             config["memswap_limit"] = f"{spec.memory_mb}m"  # no swap: an OOM is an OOM
-        if spec.network == "bridge" and self.config.host_gateway:
-            config["extra_hosts"] = {"host.docker.internal": "host-gateway"}
         return config
 
     async def sweep(self) -> int:
@@ -167,10 +201,23 @@ class DockerRuntime(Runtime):
 
 
 class DockerSandbox(Sandbox):
-    def __init__(self, container: Any, spec: SandboxSpec) -> None:
+    """A container. Ending processes, reading changes and bounding output are done from the host
+    (``docker_host``) whenever forge may read the host's /proc and the container's layer; otherwise
+    through the Docker API. Nothing that decides a reward runs a program of the container's."""
+
+    def __init__(self, container: Any, spec: SandboxSpec, host: docker_host.HostView) -> None:
         super().__init__(container.id[:12])
         self.container = container
         self.spec = spec
+        self.host = host
+        self._isolate()
+        self._baseline: dict[str, docker_host.Signature] | set[str] = self._snapshot()
+
+    def _isolate(self) -> None:
+        """Docker (before 26) gives an internal network's containers a default route; egress is dropped
+        anyway, but no route at all is the simpler guarantee."""
+        if self.spec.network == "isolated" and not docker_host.drop_default_route(self.host.init_pid):
+            log.debug("could not remove the default route of %s (nsenter and ip needed on the host)", self.id)
 
     @property
     def _api(self) -> Any:
@@ -178,16 +225,15 @@ class DockerSandbox(Sandbox):
 
     async def exec(self, command: Sequence[str], *, timeout: float | None = None, user: str | None = None,
                    env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
-        marker = f"/tmp/.forge-exec-{uuid.uuid4().hex[:12]}"
-        # The shell records its pid (the session leader after setsid), then becomes the command.
-        wrapped = ["setsid", "-w", "sh", "-c", f'echo $$ > {marker}; exec "$@"', "forge-exec", *command]
+        # setsid -w: the command leads its own session, so a timeout ends all it started.
+        wrapped = ["setsid", "-w", *command]
         exec_id = await asyncio.to_thread(self._create_exec, wrapped, user, env, cwd)
         started = time.monotonic()
         run = asyncio.ensure_future(asyncio.to_thread(self._api.exec_start, exec_id, demux=True))
         try:
             stdout, stderr = await asyncio.wait_for(asyncio.shield(run), timeout)
         except TimeoutError:
-            await self._kill_session(marker)
+            await self._kill_session(exec_id)
             stdout, stderr = await _settle(run)
             return ExecResult(None, _text(stdout), _text(stderr), time.monotonic() - started, timed_out=True)
         code = (await asyncio.to_thread(self._api.exec_inspect, exec_id)).get("ExitCode")
@@ -202,40 +248,93 @@ class DockerSandbox(Sandbox):
         except docker.errors.APIError as exc:
             raise SandboxError(f"cannot exec in container {self.id}: {exc.explanation or exc}") from exc
 
-    async def _kill_session(self, marker: str) -> None:
-        script = (f'pid=$(cat {marker} 2>/dev/null) && kill -KILL -- -"$pid" 2>/dev/null; '
-                  'pkill -KILL -s "$pid" 2>/dev/null; true')
-        with _quiet():
-            exec_id = await asyncio.to_thread(self._create_exec, ["sh", "-c", script], "0", None, None)
-            await asyncio.to_thread(self._api.exec_start, exec_id)
+    async def _kill_session(self, exec_id: str) -> None:
+        """End a timed-out exec's whole session from the host; without host access, restart the container."""
+        exec_pid = (await asyncio.to_thread(self._api.exec_inspect, exec_id)).get("Pid") or 0
+        sessions = docker_host.exec_sessions(exec_pid) if exec_pid else set()
+        if not sessions:
+            await self._restart()
+            return
+        docker_host.kill([pid for sid in sessions for pid in docker_host.session_members(self.host.init_pid, sid)])
 
-    async def kill_strays(self) -> None:
-        # Session 1 is docker-init and its child; field 6 of /proc/PID/stat is the session id.
-        script = ('for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = $$ ] && continue; '
-                  's=$(cut -d" " -f6 "$d/stat" 2>/dev/null) || continue; '
-                  '[ "$s" = 1 ] || [ "$s" = $$ ] || kill -KILL "$p" 2>/dev/null; done; true')
-        with _quiet():
-            exec_id = await asyncio.to_thread(self._create_exec, ["sh", "-c", script], "0", None, None)
-            await asyncio.to_thread(self._api.exec_start, exec_id)
+    async def end_processes(self, agent_user: str | None) -> None:
+        """An unprivileged agent's processes are killed from the host while the container is frozen (no
+        fork can slip through; root's services keep running); after a root agent, which could have
+        tampered with any process, the container is restarted: every process ends, the files stay."""
+        if _is_root(agent_user) or not await asyncio.to_thread(self._kill_unprivileged):
+            await self._restart()
+
+    def _kill_unprivileged(self) -> bool:
+        if docker_host.unprivileged_processes(self.host.init_pid) is None:
+            return False
+        try:
+            self._api.pause(self.container.id)
+        except docker.errors.APIError:
+            return False
+        try:
+            docker_host.kill(docker_host.unprivileged_processes(self.host.init_pid) or [])
+        finally:
+            self._api.unpause(self.container.id)
+        deadline = time.monotonic() + 5
+        while docker_host.unprivileged_processes(self.host.init_pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return not docker_host.unprivileged_processes(self.host.init_pid)
+
+    async def _restart(self) -> None:
+        def restart() -> None:
+            self._api.kill(self.container.id)
+            self._api.wait(self.container.id, timeout=30)
+            self._api.start(self.container.id)
+            self.host = docker_host.view(self._api, self.container.id)
+            self._isolate()  # a restarted container has a new network namespace
+        try:
+            await asyncio.to_thread(restart)
+        except (docker.errors.APIError, OSError) as exc:
+            raise SandboxError(f"could not restart container {self.id} to end the agent's processes: {exc}") from exc
+
+    def _snapshot(self) -> dict[str, docker_host.Signature] | set[str]:
+        if self.host.upper is not None:
+            return docker_host.snapshot(self.host.upper, guarded_roots())
+        return {change["Path"] for change in self._api.diff(self.container.id) or []}
+
+    async def changes(self, under: Sequence[str]) -> list[str] | None:
+        def read() -> list[str]:
+            now = self._snapshot()
+            if isinstance(now, dict) and isinstance(self._baseline, dict):
+                changed = docker_host.changed_since(self._baseline, now)
+            else:
+                changed = sorted(set(now) - set(self._baseline))
+            return [path for path in changed if _below(path, under)]
+        return await asyncio.to_thread(read)
+
+    async def written_bytes(self) -> int | None:
+        if self.host.upper is not None:
+            return await asyncio.to_thread(docker_host.layer_bytes, self.host.upper)
+        attrs = await asyncio.to_thread(self._api.inspect_container, self.container.id, size=True)
+        return attrs.get("SizeRw")
 
     async def put(self, src: Path, dest: str) -> None:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             tar.add(str(src), arcname=src.name)
-        await self.exec(["mkdir", "-p", dest], user="0")
-        ok = await asyncio.to_thread(self.container.put_archive, dest, buffer.getvalue())
-        if not ok:
+        def copy() -> bool:
+            self.container.put_archive("/", dirs_archive(dest))  # the target must exist; no exec of mkdir
+            return bool(self.container.put_archive(dest, buffer.getvalue()))
+        if not await asyncio.to_thread(copy):
             raise SandboxError(f"copying {src} into {self.id}:{dest} failed")
 
-    async def get(self, src: str, dest: Path) -> None:
-        try:
-            stream, _ = await asyncio.to_thread(self.container.get_archive, src)
-            data = await asyncio.to_thread(lambda: b"".join(stream))
-        except docker.errors.NotFound as exc:
-            raise SandboxError(f"{src} does not exist in container {self.id}") from exc
-        dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(dest, filter="data")
+    async def get(self, src: str, dest: Path, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                  max_files: int = DEFAULT_MAX_FILES) -> CopyReport:
+        def copy() -> CopyReport:
+            try:
+                stream, _ = self.container.get_archive(src)
+            except docker.errors.NotFound as exc:
+                raise SandboxError(f"{src} does not exist in container {self.id}") from exc
+            try:
+                return extract(stream, dest, max_bytes=max_bytes, max_files=max_files)
+            finally:
+                stream.close()
+        return await asyncio.to_thread(copy)
 
     async def health(self) -> SandboxHealth:
         try:
@@ -247,22 +346,20 @@ class DockerSandbox(Sandbox):
         if not running:
             return SandboxHealth(False, oom_killed=bool(state.get("OOMKilled")),
                                  detail=f"container {state.get('Status')} (exit {state.get('ExitCode')})")
-        kills = await self._oom_kills()
+        kills = docker_host.oom_kills(self.host.init_pid) or 0
         return SandboxHealth(True, oom_killed=kills > 0, detail=f"{kills} process(es) OOM-killed" if kills else "")
-
-    async def _oom_kills(self) -> int:
-        """Processes the kernel OOM-killed in this container's memory cgroup (v2 or v1)."""
-        probe = await self.exec(["sh", "-c", "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control"
-                                             " 2>/dev/null; true"], user="0", timeout=30)
-        for line in probe.stdout.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip().isdigit():
-                return int(value)
-        return 0
 
     async def _remove(self) -> None:
         with _quiet():
             await asyncio.to_thread(self.container.remove, force=True)
+
+
+def _is_root(user: str | None) -> bool:
+    return not user or user.split(":")[0] in ("root", "0")
+
+
+def _below(path: str, roots: Sequence[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
 async def _settle(run: asyncio.Future) -> tuple[bytes | None, bytes | None]:

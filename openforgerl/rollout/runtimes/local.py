@@ -18,8 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from openforgerl.errors import SandboxError
+from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, copy_tree
+from openforgerl.errors import SandboxError, UserError
 from openforgerl.rollout.runtime import ExecResult, Runtime, RuntimeConfig, Sandbox, SandboxHealth, SandboxSpec
+from openforgerl.tasks import Task
 
 OUTPUT_LIMIT = 4 * 1024 * 1024
 
@@ -40,6 +42,13 @@ class LocalRuntime(Runtime):
     def __init__(self, config: LocalRuntimeConfig | None = None) -> None:
         super().__init__(config)
 
+    async def check(self, tasks: Sequence[Task]) -> None:
+        """Limits this runtime cannot hold are refused, never silently ignored."""
+        for task in tasks:
+            if task.config.environment.storage_mb:
+                raise UserError(f"{task.path}: [environment] storage_mb is not enforced by the local runtime",
+                                fix="run it on the docker runtime, or remove storage_mb")
+
     async def start(self, spec: SandboxSpec) -> LocalSandbox:
         root = Path(tempfile.mkdtemp(prefix="forge-sandbox-", dir=self.config.base_dir))
         (root / "home").mkdir()
@@ -51,6 +60,8 @@ class LocalSandbox(Sandbox):
         super().__init__(root.name)
         self.root = root
         self.spec = spec
+        self.sessions: set[int] = set()
+        """Process groups its commands started (each command runs in a session of its own)."""
 
     def host_path(self, sandbox_path: str) -> Path:
         """Map an absolute or relative sandbox path into the root (never outside it)."""
@@ -72,6 +83,7 @@ class LocalSandbox(Sandbox):
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             return ExecResult(127, "", f"cannot run {command[0]}: {exc}", time.monotonic() - started)
+        self.sessions.add(proc.pid)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout)
         except TimeoutError:
@@ -91,15 +103,16 @@ class LocalSandbox(Sandbox):
         else:
             await asyncio.to_thread(shutil.copy2, src, target / src.name)
 
-    async def get(self, src: str, dest: Path) -> None:
+    async def get(self, src: str, dest: Path, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                  max_files: int = DEFAULT_MAX_FILES) -> CopyReport:
         source = self.host_path(src)
         if not source.exists():
             raise SandboxError(f"{src} does not exist in sandbox {self.id}")
-        dest.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            await asyncio.to_thread(shutil.copytree, source, dest / source.name, dirs_exist_ok=True)
-        else:
-            await asyncio.to_thread(shutil.copy2, source, dest / source.name)
+            return await asyncio.to_thread(copy_tree, source, dest, max_bytes=max_bytes, max_files=max_files)
+        dest.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(shutil.copy2, source, dest / source.name)
+        return CopyReport(files=1, bytes=source.stat().st_size)
 
     async def make_dirs(self, paths: Sequence[str], *, owner: str | None = None, fresh: bool = False) -> None:
         """Under the sandbox root, never the host's own paths; ``owner`` is ignored (no root here)."""
@@ -108,6 +121,11 @@ class LocalSandbox(Sandbox):
             if fresh and target != self.root.resolve():
                 await asyncio.to_thread(shutil.rmtree, target, True)
             target.mkdir(parents=True, exist_ok=True)
+
+    async def end_processes(self, agent_user: str | None) -> None:
+        """Kill the process groups its commands started; one that left its group escapes (no namespaces)."""
+        for session in self.sessions:
+            _kill_group(session)
 
     async def health(self) -> SandboxHealth:
         alive = self.root.is_dir()

@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
+from orchestration import Agent, ModelAgent, run, statuses
 
 from openforgerl.errors import ProviderError, SandboxError, UserError
-from openforgerl.rollout.harness import AgentContext, Harness, Invocation
-from openforgerl.rollout.orchestrator import STATUSES, RolloutConfig, RolloutResult
+from openforgerl.rollout.orchestrator import RolloutConfig
 from openforgerl.rollout.proxy.engine import ScriptTurn
 from openforgerl.rollout.proxy_handle import ProxyHandle
 from openforgerl.rollout.run import run_rollouts
@@ -32,41 +32,6 @@ from openforgerl.testing.runtime import (
     writes,
 )
 from openforgerl.testing.tasks import write_task
-
-
-class Agent(Harness):
-    """The agent under test is whatever the fake sandbox's scenario says its command does."""
-
-    name = "agent"
-    uses_model = False
-
-    def invocation(self, ctx: AgentContext) -> Invocation:
-        return Invocation(["agent", ctx.instruction], env={"OPENAI_BASE_URL": ctx.base_url,
-                                                          "OPENAI_API_KEY": ctx.api_key})
-
-
-class ModelAgent(Agent):
-    """An agent whose command makes real model calls to the in-process proxy with its rollout token."""
-
-    uses_model = True
-
-
-def run(tmp_path: Path, runtime: FakeRuntime, *, tasks: list[str] = ("hello",), harness: Harness | None = None,
-        proxy: ProxyHandle | None = None, **config) -> tuple[Path, list[RolloutResult]]:
-    dirs = [write_task(tmp_path / "tasks", name) for name in tasks]
-    cfg = RolloutConfig(tasks=[str(d) for d in dirs], harness="nop", run_dir=str(tmp_path / "run"), **config)
-    run_dir, results = asyncio.run(run_rollouts(cfg, harness=harness or Agent(), runtime=runtime, proxy=proxy))
-    lines = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert [line["rollout_id"] for line in lines] == [r.rollout_id for r in results]
-    assert len(lines) == summary["rollouts"] and all(line["status"] in STATUSES for line in lines)
-    assert sum(summary["statuses"].values()) == len({(r.task, r.attempt) for r in results})
-    assert runtime.left_running == [], "a sandbox was left behind"
-    return run_dir, results
-
-
-def statuses(results: list[RolloutResult]) -> list[tuple[str, float | None]]:
-    return [(r.status, r.reward) for r in results]
 
 
 def test_a_reward_at_the_threshold_is_a_success_and_below_it_a_policy_failure(tmp_path: Path):
@@ -98,7 +63,7 @@ def test_an_agent_past_its_timeout_is_killed_and_recorded_as_agent_timeout(tmp_p
     runtime = FakeRuntime(Scenario(agent=hangs(), verifier=reward(0)))
     _, results = run(tmp_path, runtime, agent_timeout_sec=0.05)
     assert statuses(results) == [("agent_timeout", 0.0)] and "agent ran past" in results[0].reason
-    assert runtime.sandboxes[0].strays_killed == 1  # what it left running is ended before the verifier
+    assert runtime.sandboxes[0].ended == ["agent"]  # what it left running is ended before the verifier
 
 
 @pytest.mark.parametrize("verifier, why", [

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.stack.services import Service, ServiceRecord, is_alive, port_in_use
+from openforgerl.processes import is_alive
+from openforgerl.stack.services import Service, ServiceRecord, port_in_use
 
 
 @dataclass(frozen=True, kw_only=True)
