@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field, SerializeAsAny, field_validator, model_va
 from openforgerl.errors import ForgeError, SandboxError
 from openforgerl.log import get_logger
 from openforgerl.rollout.harness import AgentContext, Harness
-from openforgerl.rollout.harnesses import validate_harness_options
+from openforgerl.rollout.harnesses import HARNESSES, validate_harness_options
 from openforgerl.rollout.integrity import guarded_roots, tampered
 from openforgerl.rollout.proxy_handle import ProxyHandle, ProxySettings
 from openforgerl.rollout.runtime import (
@@ -103,8 +103,10 @@ class RolloutConfig(BaseModel):
 
     @model_validator(mode="after")
     def _harness_settings(self) -> RolloutConfig:
-        # ConfigError / UnknownNameError are not ValueErrors: they leave pydantic as the one line they are.
-        validate_harness_options(self.harness, self.harness_options)
+        # ConfigError is not a ValueError: it leaves pydantic as the one line it is. A name no table knows
+        # is left to the run, which may be given that harness (run_rollouts(harness=...)) or refuses it.
+        if self.harness in HARNESSES:
+            validate_harness_options(self.harness, self.harness_options)
         return self
 
 

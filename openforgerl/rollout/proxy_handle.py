@@ -42,6 +42,8 @@ class ProxySettings(BaseModel):
     """A tokenizer directory instead of the pulled model's."""
     force_tool_calls: int = Field(0, ge=0)
     """In-run proxy: force a tool call on the first N calls of each rollout (small policies)."""
+    max_tokens: int = Field(4096, ge=0)
+    """In-run proxy: the response cap per call (the default when a harness sets none, else the ceiling)."""
 
 
 class ProxyHandle:
@@ -162,7 +164,7 @@ async def _in_process(settings: ProxySettings, model: str, data_dir: Path,
     token = secrets.token_urlsafe(24)
     config = ProxyConfig(host=settings.host, port=settings.port, admin_token=token, model=model,
                          tokenizer=settings.tokenizer, engine=settings.engine, data_dir=str(data_dir),
-                         force_tool_calls=settings.force_tool_calls)
+                         force_tool_calls=settings.force_tool_calls, max_tokens=settings.max_tokens)
     app = await asyncio.to_thread(build_app, config)
     listeners: list[tuple[_Server, asyncio.Task[None], int]] = []
     try:

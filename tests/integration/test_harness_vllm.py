@@ -44,7 +44,7 @@ def test_real_cli_through_the_proxy_on_vllm_is_recorded_token_exactly(tmp_path: 
     config = RolloutConfig(tasks=[str(make_task(tmp_path))], harness=harness, harness_options=options,
                            run_dir=str(tmp_path / "run"), agent_timeout_sec=90,
                            proxy=ProxySettings(engine={"type": "vllm", "base_url": vllm_base_url.removesuffix("/v1")},
-                                               force_tool_calls=1))
+                                               force_tool_calls=1, max_tokens=128))  # SmolLM2 rambles at 12 tok/s
     run_dir, [result] = asyncio.run(run_rollouts(config))
     assert result.status in ("success", "failure", "agent_timeout"), result.reason
     trajectory = json.loads((run_dir / result.trajectory).read_text())

@@ -34,6 +34,10 @@ class ProxyConfig(BaseModel):
     """Engine calls at once (0: no limit); the rest wait, and their wait is the queue time."""
     engine: EngineConfig = Field(default_factory=VLLMEngineConfig)
     """The inference engine behind the proxy (vLLM from ``forge serve`` unless set; ``scripted`` for tests)."""
+    max_tokens: int = Field(4096, ge=0)
+    """Response cap per call: used when a harness sets no max_tokens (Codex, Claude Code) and as the
+    ceiling when it asks for more, so one rambling call cannot hold a rollout until the context is
+    full. 0: no cap (the engine's context is the only limit)."""
     force_tool_calls: int = Field(0, ge=0)
     """For policies too small to call tools on their own: the first N calls of each rollout that offer
     tools with tool_choice auto are made to start a tool call, as tool_choice "required" does (the

@@ -26,7 +26,7 @@ def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine:
     if recovered:
         log.info("recovered %d rollouts from %s", recovered, config.data_dir)
     service = ProxyService(template, parser, engine, registry, max_inflight=config.max_inflight,
-                           force_tool_calls=config.force_tool_calls)
+                           force_tool_calls=config.force_tool_calls, max_tokens=config.max_tokens)
     return ProxyApp(service, admin_token=config.admin_token, model=config.model,
                     unknown_model=config.unknown_model, max_body_bytes=config.max_body_bytes)
 

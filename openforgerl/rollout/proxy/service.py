@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +19,15 @@ from typing import Literal
 
 from openforgerl.errors import ProviderError
 from openforgerl.log import get_logger
-from openforgerl.rollout.proxy.conversation import BadRequest, ChatRequest, Event, Finish, TextDelta, ToolCallDone
+from openforgerl.rollout.proxy.conversation import (
+    BadRequest,
+    ChatRequest,
+    Event,
+    Finish,
+    Sampling,
+    TextDelta,
+    ToolCallDone,
+)
 from openforgerl.rollout.proxy.engine import Engine
 from openforgerl.rollout.proxy.lineage import Plan
 from openforgerl.rollout.proxy.rollouts import Registry, Rollout
@@ -74,11 +83,19 @@ class ProxyService:
     """Serves calls for the rollouts in ``registry``."""
 
     def __init__(self, template: ChatTemplate, parser: ToolParser, engine: Engine, registry: Registry,
-                 max_inflight: int = 0, force_tool_calls: int = 0) -> None:
+                 max_inflight: int = 0, force_tool_calls: int = 0, max_tokens: int = 0) -> None:
         self.template, self.parser, self.engine, self.registry = template, parser, engine, registry
         self.force_tool_calls = force_tool_calls
+        self.max_tokens = max_tokens
         self._slots = asyncio.Semaphore(max_inflight) if max_inflight > 0 else None
         self._io = ThreadPoolExecutor(max_workers=8, thread_name_prefix="forge-wal")
+
+    def _capped(self, sampling: Sampling) -> Sampling:
+        """The harness's sampling with the proxy's response cap: the default when it sets none, the ceiling
+        when it asks for more (harnesses such as Codex set none, and a rambling policy fills the context)."""
+        if not self.max_tokens or (sampling.max_tokens is not None and sampling.max_tokens <= self.max_tokens):
+            return sampling
+        return dataclasses.replace(sampling, max_tokens=self.max_tokens)
 
     def prompt_tokens(self, request: ChatRequest) -> int:
         return len(self.template.encode(self.template.render(request.messages, request.tools, True)))
@@ -142,7 +159,7 @@ class ProxyService:
             yield event
         async with self._slot():
             state.marks["engine_start"] = time.perf_counter()
-            chunks = self.engine.stream(state.plan.prompt_ids + state.forced, request.sampling)
+            chunks = self.engine.stream(state.plan.prompt_ids + state.forced, self._capped(request.sampling))
             async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
                     state.marks.setdefault("first", time.perf_counter())

@@ -7,9 +7,22 @@ import json
 
 import pytest
 
-from openforgerl.rollout.harnesses.browser_agent import (ACTIONS, TOOLS, Action, ActionError, Target, allowed_url,
-                                                         format_observation, loggable, number_tree, parse_action,
-                                                         parse_args, resolve_url, tool_results, user_content)
+from openforgerl.rollout.harnesses.browser_agent import (
+    ACTIONS,
+    TOOLS,
+    Action,
+    ActionError,
+    Target,
+    allowed_url,
+    format_observation,
+    loggable,
+    number_tree,
+    parse_action,
+    parse_args,
+    resolve_url,
+    tool_results,
+    user_content,
+)
 
 FORM_SNAPSHOT = """\
 - heading "Newsletter" [level=1]

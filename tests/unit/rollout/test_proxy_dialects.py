@@ -12,11 +12,11 @@ import asyncio
 import json
 from typing import Any
 
+import proxy_shapes as shapes
 import pytest
 
 from openforgerl.rollout.proxy.engine import ScriptTurn
 from openforgerl.testing.proxy import PATHS, InProcessProxy, parse_sse
-import proxy_shapes as shapes
 
 
 def run(coro):

@@ -33,3 +33,24 @@ def test_calls_without_tools_or_with_tool_choice_none_are_never_forced():
 
 def test_off_by_default():
     assert service(force=0).forced_ids(request(), 0) == []
+
+
+def test_the_response_cap_is_the_default_and_the_ceiling():
+    import asyncio
+
+    from openforgerl.rollout.proxy.engine import ScriptTurn
+    from openforgerl.testing.proxy import InProcessProxy
+
+    async def finish(proxy: InProcessProxy, **body) -> tuple[str, int]:
+        async with proxy.client() as client:
+            _, token = await proxy.new_rollout(client)
+            answer = await client.post("/v1/chat/completions", headers={"authorization": f"Bearer {token}"},
+                                       json={"model": "m", "messages": [{"role": "user", "content": "hi"}], **body})
+        choice = answer.json()["choices"][0]
+        return choice["finish_reason"], answer.json()["usage"]["completion_tokens"]
+
+    long = [ScriptTurn(text="x" * 100)]
+    assert asyncio.run(finish(InProcessProxy(long, max_tokens=5))) == ("length", 5)  # a harness that sets none
+    assert asyncio.run(finish(InProcessProxy(long, max_tokens=5), max_tokens=32000)) == ("length", 5)
+    assert asyncio.run(finish(InProcessProxy(long, max_tokens=5), max_tokens=3)) == ("length", 3)
+    assert asyncio.run(finish(InProcessProxy(long, max_tokens=0)))[0] == "stop"  # no cap: the whole answer
