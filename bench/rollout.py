@@ -1,4 +1,5 @@
-"""Rollout benchmark: sandbox start overhead vs raw `docker run`, and rollouts/minute by concurrency.
+"""Rollout benchmark: sandbox start overhead vs raw `docker run` and on the isolated network vs host
+networking, the cost of ending the agent's processes plus the integrity guard, and rollouts/minute.
 
 Run: .venv/bin/python bench/rollout.py [--repeats 10] [--rollouts 8]   (needs forge stack up)
 Writes bench/results/rollout.md. Everything is measured in the same run, so ratios hold on a noisy
@@ -18,12 +19,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from openforgerl.rollout.integrity import guarded_roots  # noqa: E402
 from openforgerl.rollout.orchestrator import RolloutConfig  # noqa: E402
 from openforgerl.rollout.proxy_handle import ProxySettings  # noqa: E402
+from openforgerl.rollout.run import run_rollouts  # noqa: E402
 from openforgerl.rollout.runtime import LABEL_RUN, SandboxSpec  # noqa: E402
 from openforgerl.rollout.runtimes import make_runtime  # noqa: E402
 from openforgerl.rollout.runtimes.docker import DockerRuntimeConfig  # noqa: E402
-from openforgerl.rollout.run import run_rollouts  # noqa: E402
+from openforgerl.testing.tasks import write_task  # noqa: E402
 
 IMAGE = "openforgerl/base:bookworm"
 
@@ -38,10 +41,10 @@ def raw_docker_run(client) -> float:
     return elapsed
 
 
-async def forge_start(runtime) -> float:
+async def forge_start(runtime, network: str = "isolated") -> float:
     """Seconds from runtime.start to the harness command having run in the sandbox; removal untimed."""
     started = time.perf_counter()
-    box = await runtime.start(SandboxSpec(image=IMAGE, labels={LABEL_RUN: "bench"}))
+    box = await runtime.start(SandboxSpec(image=IMAGE, labels={LABEL_RUN: "bench"}, network=network))
     try:
         result = await box.exec(["true"])
         assert result.ok
@@ -55,26 +58,42 @@ def bench_start(repeats: int) -> dict[str, float]:
 
     client = docker.from_env()
     runtime = make_runtime(DockerRuntimeConfig())
-    raw, ours = [], []
-    raw_docker_run(client)  # warm both paths once
-    asyncio.run(forge_start(runtime))
-    for _ in range(repeats):  # interleaved so drift hits both alike
+    asyncio.run(runtime.reach({"isolated"}))  # the network exists before anything is timed
+    raw, host, isolated = [], [], []
+    raw_docker_run(client)  # warm every path once
+    asyncio.run(forge_start(runtime, "host"))
+    asyncio.run(forge_start(runtime, "isolated"))
+    for _ in range(repeats):  # interleaved so drift hits all alike
         raw.append(raw_docker_run(client))
-        ours.append(asyncio.run(forge_start(runtime)))
-    return {"raw_p50": statistics.median(raw), "forge_p50": statistics.median(ours),
-            "ratio": statistics.median(ours) / statistics.median(raw)}
+        host.append(asyncio.run(forge_start(runtime, "host")))
+        isolated.append(asyncio.run(forge_start(runtime, "isolated")))
+    p50 = statistics.median
+    return {"raw_p50": p50(raw), "host_p50": p50(host), "isolated_p50": p50(isolated),
+            "ratio": p50(host) / p50(raw), "isolated_ratio": p50(isolated) / p50(host)}
 
 
-def make_task(root: Path) -> Path:
-    task = root / "hello"
-    for sub in ("environment", "tests", "solution"):
-        (task / sub).mkdir(parents=True)
-    (task / "task.toml").write_text('[task]\nname = "hello"\ndomain = "claw"\n')
-    (task / "instruction.md").write_text("Create the file /app/hello.txt containing hi.\n")
-    (task / "environment" / "Dockerfile").write_text("FROM openforgerl/base:bookworm\nRUN mkdir -p /app\n")
-    (task / "tests" / "test.sh").write_text(
-        '#!/bin/bash\n[ "$(cat /app/hello.txt)" = hi ] && r=1 || r=0\necho "{\\"reward\\": $r}" > /logs/verifier/reward.json\n')
-    return task
+async def seal_once(runtime, user: str | None) -> float:
+    """Seconds to end an agent's processes (a writer left running) and run the guard, as the orchestrator does."""
+    box = await runtime.start(SandboxSpec(image=IMAGE, labels={LABEL_RUN: "bench"}))
+    try:
+        await box.make_dirs(["/app"], owner="agent")
+        script = "nohup sh -c 'while true; do echo x > /app/w; sleep 0.05; done' > /dev/null 2>&1 &"
+        await box.exec(["sh", "-c", script], user=user or "0")
+        started = time.perf_counter()
+        await box.end_processes(user)
+        await box.changes(guarded_roots())
+        return time.perf_counter() - started
+    finally:
+        await box.stop()
+
+
+def bench_seal(repeats: int) -> dict[str, dict[str, float]]:
+    runtime = make_runtime(DockerRuntimeConfig())
+    rows = {}
+    for label, user in (("unprivileged agent (the default)", "agent"), ("root agent (task declares root)", None)):
+        times = sorted(asyncio.run(seal_once(runtime, user)) for _ in range(repeats))
+        rows[label] = {"p50": statistics.median(times), "p95": times[min(len(times) - 1, round(0.95 * len(times)))]}
+    return rows
 
 
 def bench_throughput(rollouts: int, levels: list[int]) -> list[dict[str, float]]:
@@ -84,7 +103,7 @@ def bench_throughput(rollouts: int, levels: list[int]) -> list[dict[str, float]]
     turns = [{"tool_calls": [{"name": "write_file", "arguments": {"path": "/app/hello.txt", "content": "hi"}},
                              {"name": "finish", "arguments": {}}]}]
     with tempfile.TemporaryDirectory() as tmp:
-        task = make_task(Path(tmp))
+        task = write_task(Path(tmp), solution=None)
         for level in levels:
             # One task, `rollouts` attempts; the scripted engine answers instantly, so this measures
             # orchestration: containers, harness start, proxy, verifier.
@@ -107,16 +126,24 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "rollout.md"))
     args = parser.parse_args()
     start = bench_start(args.repeats)
+    seal = bench_seal(max(args.repeats, 20))
     rows = bench_throughput(args.rollouts, [1, 4, 8])
     base = rows[0]["per_minute"]
     lines = ["# Rollout benchmark", "",
              f"Machine: {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores; "
              f"image {IMAGE}; {time.strftime('%Y-%m-%d')}.", "",
-             "## Sandbox start to harness running (median of %d, interleaved; removal not timed)" % args.repeats, "",
+             f"## Sandbox start to harness running (median of {args.repeats}, interleaved; removal not timed)", "",
              "| path | p50 s |", "|---|---|",
              f"| raw `docker run IMAGE true` (SDK: create + start, until it exited) | {start['raw_p50']:.3f} |",
-             f"| forge docker runtime: hardened start + exec `true` (until it exited) | {start['forge_p50']:.3f} |",
-             "", f"**ratio forge / raw: {start['ratio']:.2f}x** (goal <= 1.2x)", "",
+             f"| forge docker runtime, host network: hardened start + exec `true` | {start['host_p50']:.3f} |",
+             f"| forge docker runtime, isolated network (the default) | {start['isolated_p50']:.3f} |",
+             "", f"**ratio forge (host network) / raw: {start['ratio']:.2f}x** (goal <= 1.2x)", "",
+             f"**ratio isolated / host network: {start['isolated_ratio']:.2f}x** (goal <= 1.1x)", "",
+             "## Ending the agent's processes + integrity guard, per rollout (a writer left running)", "",
+             "| agent | p50 s | p95 s |", "|---|---|---|",
+             *(f"| {label} | {row['p50']:.3f} | {row['p95']:.3f} |" for label, row in seal.items()),
+             "", "Goal: p95 <= 0.300 s. An unprivileged agent's processes are killed from the host while the "
+             "container is frozen; after a root agent the container is restarted (every process ends).", "",
              "## Rollouts per minute (react harness, scripted engine, one container per rollout)", "",
              "| concurrency | rollouts | seconds | rollouts/min | vs concurrency 1 | statuses |",
              "|---|---|---|---|---|---|"]

@@ -40,7 +40,10 @@ class CopyReport:
 
 
 def dirs_archive(path: str) -> bytes:
-    """A tar holding only the directories of ``path`` (so ``put_archive`` has a target to unpack into)."""
+    """A tar holding only the directories of ``path`` (so ``put_archive`` has a target to unpack into).
+
+    Unpacking it sets each of those directories to mode 0755, existing ones too: use it only where
+    that is their mode (a new image layer), never on a live sandbox's /tmp."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         parts = PurePosixPath(path).parts[1:]

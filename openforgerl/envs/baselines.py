@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openforgerl.rollout.orchestrator import RolloutConfig, RolloutResult, final_tries
+from openforgerl.rollout.orchestrator import NetworkMode, RolloutConfig, RolloutResult, final_tries
 from openforgerl.rollout.run import run_rollouts
 
 LOG_TAIL = 2000
@@ -74,17 +74,18 @@ def _fmt(rewards: list[float | None]) -> str:
 
 
 async def run_baselines(task_dir: Path, run_dir: Path, *, repeats: int, nop_max: float, oracle_min: float,
-                     agent_user: str | None = None) -> Baselines:
-    nop, oracle = await asyncio.gather(_check(task_dir, run_dir, "nop", repeats, nop_max, agent_user),
-                                       _check(task_dir, run_dir, "oracle", repeats, oracle_min, agent_user))
+                        agent_user: str | None = None, network: NetworkMode = "isolated") -> Baselines:
+    nop, oracle = await asyncio.gather(_check(task_dir, run_dir, "nop", repeats, nop_max, agent_user, network),
+                                       _check(task_dir, run_dir, "oracle", repeats, oracle_min, agent_user, network))
     return Baselines(nop, oracle)
 
 
 async def _check(task_dir: Path, run_dir: Path, harness: str, repeats: int, limit: float,
-                 agent_user: str | None) -> HarnessCheck:
+                 agent_user: str | None, network: NetworkMode) -> HarnessCheck:
     # pass_threshold only labels success/failure; check_bounds() reads the rewards themselves.
     config = RolloutConfig(tasks=[str(task_dir)], harness=harness, attempts=repeats, concurrency=repeats,
-                           run_dir=str(run_dir / harness), pass_threshold=limit, agent_user=agent_user)
+                           run_dir=str(run_dir / harness), pass_threshold=limit, agent_user=agent_user,
+                           network=network)
     out, results = await run_rollouts(config)
     results = sorted(final_tries(results), key=lambda r: r.attempt)
     ok, reason = check_bounds(harness, results, limit)

@@ -90,7 +90,10 @@ class BuildEnvConfig(BaseModel):
     """Checks whose findings are recorded as warnings instead of failing the task (e.g. instruction,
     for imported tasks whose instruction points at docs rather than naming every checked file)."""
     agent_user: str | None = None
-    """Run solve.sh (and nop) as this user, e.g. 1000:1000 like the agents will; root when unset."""
+    """Run solve.sh (and nop) as this user; unset: as each task's agent runs (its [agent] user, else
+    the image's unprivileged ``agent`` for our tasks and root for Harbor's)."""
+    network: Literal["isolated", "bridge", "host", "none"] = "isolated"
+    """The sandboxes' network for tasks that declare none (see forge rollout's ``network``)."""
     manifest: str | None = None
     """Where published tasks are appended; default manifest.jsonl beside the first TASKS path's tasks."""
     out_dir: str | None = None
@@ -239,7 +242,8 @@ class EnvBuilder:
         label = self._labels.get(task_dir, task_dir.name)
         checks = await run_baselines(task_dir, self.out_dir / "runs" / label / f"round-{number}",
                                   repeats=self.config.repeats, nop_max=self.config.nop_max,
-                                  oracle_min=self.config.oracle_min, agent_user=self.config.agent_user)
+                                  oracle_min=self.config.oracle_min, agent_user=self.config.agent_user,
+                                  network=self.config.network)
         record.nop_rewards, record.oracle_rewards = checks.nop.rewards, checks.oracle.rewards
         attempt.logs = {**{f"nop {k}": v for k, v in checks.nop.logs.items()},
                         **{f"oracle {k}": v for k, v in checks.oracle.logs.items()}}

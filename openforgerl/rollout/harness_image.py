@@ -9,7 +9,6 @@ rollout reuses it. Invariant: the tag names exactly what is inside it.
 from __future__ import annotations
 
 import hashlib
-import io
 import tarfile
 import tempfile
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import docker.errors
 
+from openforgerl.containers.archives import dirs_archive
 from openforgerl.containers.images import build_once, image_exists
 from openforgerl.errors import SandboxError
 from openforgerl.paths import tools_dir
@@ -58,7 +58,7 @@ def _build(client: Any, base_id: str, tool: str, root: Path, tag: str) -> None:
                 tar.add(str(root / tool), arcname=tool)
                 tar.add(str(root / "bin" / spec.bin), arcname=f"bin/{spec.bin}")
             archive.seek(0)
-            client.api.put_archive(container.id, "/", _mkdir_archive(TOOLS_MOUNT))
+            client.api.put_archive(container.id, "/", dirs_archive(TOOLS_MOUNT))
             if not client.api.put_archive(container.id, TOOLS_MOUNT, archive):
                 raise SandboxError(f"copying {tool} into the harness layer failed")
         repo, _, version = tag.partition(":")
@@ -67,15 +67,3 @@ def _build(client: Any, base_id: str, tool: str, root: Path, tag: str) -> None:
         raise SandboxError(f"building the {tool} layer on {base_id[:19]} failed: {exc.explanation or exc}") from exc
     finally:
         container.remove(force=True)
-
-
-def _mkdir_archive(path: str) -> bytes:
-    """A tar holding only the directory ``path`` (put_archive needs its target to exist)."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        parts = path.strip("/").split("/")
-        for depth in range(1, len(parts) + 1):
-            info = tarfile.TarInfo("/".join(parts[:depth]))
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-    return buffer.getvalue()

@@ -9,6 +9,7 @@ class ShellHarness(Harness):
     """Runs ``script`` with bash in the sandbox instead of a model-driven agent."""
 
     name = "shell"
+    uses_model = False
 
     def __init__(self, script: str) -> None:
         super().__init__()

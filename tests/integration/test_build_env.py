@@ -263,9 +263,9 @@ def test_validating_as_the_agent_user_catches_an_environment_only_root_can_work_
         "instruction.md": "Create /srv/out/hello.txt containing hi.\n",
         "tests/test.sh": HELLO_TEST.replace("/app/hello.txt", "/srv/out/hello.txt"),
         "solution/solve.sh": "#!/bin/bash\necho hi > /srv/out/hello.txt\n"})
-    _, as_root = build(tmp_path / "root", [task], push=False)
+    _, as_root = build(tmp_path / "root", [task], push=False, agent_user="root")
     assert as_root["root-only"].passed, as_root["root-only"].reason
-    _, as_agent = build(tmp_path / "agent", [task], push=False, agent_user="1000:1000")
+    _, as_agent = build(tmp_path / "agent", [task], push=False)  # our tasks' agents are unprivileged by default
     assert not as_agent["root-only"].passed and "oracle check" in as_agent["root-only"].reason
 
 
@@ -301,8 +301,8 @@ def test_a_verifier_whose_repeats_disagree_fails_as_flaky(tmp_path: Path):
     coin = f"curl -s http://127.0.0.1:{server.server_address[1]}/"
     task = hello_task(tmp_path / "tasks", "coin-flip", unique_dockerfile(), **{
         "tests/test.sh": HELLO_TEST.replace("then r=1", f"then r=$({coin})")})
-    try:
-        _, outcomes = build(tmp_path, [task], push=False)
+    try:  # the coin answers on this host's loopback: only host networking reaches it (an explicit opt-in)
+        _, outcomes = build(tmp_path, [task], push=False, network="host")
     finally:
         server.shutdown()
     outcome = outcomes["coin-flip"]

@@ -93,8 +93,10 @@ def gui_image(tmp_path_factory, build_cached) -> str:
 
 
 def make_task(root: Path, image: str) -> Path:
+    # the reference solution edits the app's root-owned state directly: the task says it runs as root
     task = write_task(root, "orders", domain="gui", image=image, verifier_timeout=120, dockerfile=None, test_sh=None,
-                      instruction="Ship the order: it must show status Shipped with apple and pear.\n", solution=SOLVE)
+                      instruction="Ship the order: it must show status Shipped with apple and pear.\n", solution=SOLVE,
+                      tables={"agent": {"user": "root"}})
     compile_verifier(VERIFIER, task / "tests")
     return task
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import docker.errors
 from pydantic import Field
 
-from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, dirs_archive, extract
+from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, extract
 from openforgerl.containers.client import docker_client
 from openforgerl.containers.images import check_bases_local, ensure_task_image
 from openforgerl.containers.network import SPECS, NetworkKind, ensure_network, open_port
@@ -282,6 +282,9 @@ class DockerSandbox(Sandbox):
 
     async def _restart(self) -> None:
         def restart() -> None:
+            state = self._api.inspect_container(self.container.id)["State"]
+            if not state.get("Running"):  # it died under the agent: that is not ours to heal
+                raise SandboxError(f"container {self.id} stopped during the agent phase (exit {state.get('ExitCode')})")
             self._api.kill(self.container.id)
             self._api.wait(self.container.id, timeout=30)
             self._api.start(self.container.id)
@@ -304,7 +307,7 @@ class DockerSandbox(Sandbox):
                 changed = docker_host.changed_since(self._baseline, now)
             else:
                 changed = sorted(set(now) - set(self._baseline))
-            return [path for path in changed if _below(path, under)]
+            return docker_host.without_ancestors([path for path in changed if _below(path, under)])
         return await asyncio.to_thread(read)
 
     async def written_bytes(self) -> int | None:
@@ -317,10 +320,10 @@ class DockerSandbox(Sandbox):
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             tar.add(str(src), arcname=src.name)
-        def copy() -> bool:
-            self.container.put_archive("/", dirs_archive(dest))  # the target must exist; no exec of mkdir
-            return bool(self.container.put_archive(dest, buffer.getvalue()))
-        if not await asyncio.to_thread(copy):
+        # The target must exist. (A tar of its directories would reset the mode of existing ones, /tmp's
+        # sticky 1777 included.) Files are put by root before the agent runs or after the guard passed.
+        await self.make_dirs([dest])
+        if not await asyncio.to_thread(self.container.put_archive, dest, buffer.getvalue()):
             raise SandboxError(f"copying {src} into {self.id}:{dest} failed")
 
     async def get(self, src: str, dest: Path, *, max_bytes: int = DEFAULT_MAX_BYTES,

@@ -15,7 +15,7 @@ import signal
 import stat
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 Signature = tuple[int, int, int, int]
@@ -69,6 +69,14 @@ def _walk(upper: Path, top: Path, entries: dict[str, Signature]) -> None:
 
 def changed_since(before: dict[str, Signature], after: dict[str, Signature]) -> list[str]:
     return sorted(path for path, signature in after.items() if before.get(path) != signature)
+
+
+def without_ancestors(paths: list[str]) -> list[str]:
+    """Drop the directories that appear only because something below them changed: overlay (and
+    ``docker diff``) list every parent of a changed file; the file itself is the change."""
+    listed = set(paths)
+    implied = {str(parent) for path in paths for parent in PurePosixPath(path).parents}
+    return sorted(path for path in listed if path not in implied)
 
 
 def layer_bytes(upper: Path) -> int:
