@@ -29,11 +29,16 @@ from openforgerl.cli import cli
 @click.option("--unknown-model", type=click.Choice(["serve", "reject"]), default="serve", show_default=True,
               help="A request for another model name: serve it with the policy, or answer 404.")
 @click.option("-o", "--set", "overrides", multiple=True, help="Config override key.path=value (repeatable).")
+@click.option("--sandbox", is_flag=True,
+              help="Also serve the model API (only) to rollout sandboxes on the isolated Docker network: on its "
+                   "gateway address, its firewall opened for that port while serving. Prints the URL to give runs "
+                   "as proxy.sandbox_url.")
+@click.option("--sandbox-port", default=0, type=click.IntRange(0, 65535), help="Port of that listener (0: port + 1).")
 @click.option("--export", "export_to", type=click.Path(dir_okay=False), default=None,
               help="Instead of serving: write every rollout in --data-dir to this .jsonl or .parquet file and exit.")
 def proxy(engine_type: str, host: str, port: int, admin_token: str | None, model_name: str, data_dir: str | None,
           tokenizer: str | None, engine_url: str, engine_route: str, script: str | None, unknown_model: str,
-          overrides: tuple[str, ...], export_to: str | None) -> None:
+          overrides: tuple[str, ...], sandbox: bool, sandbox_port: int, export_to: str | None) -> None:
     """Serve harness model calls (OpenAI Chat/Responses, Anthropic Messages) and record them token-exactly."""
     from pathlib import Path
 
@@ -60,4 +65,14 @@ def proxy(engine_type: str, host: str, port: int, admin_token: str | None, model
         click.echo(f"{len(trajectories)} rollouts, {segments} segments -> {export_to}")
         return
     click.echo(f"forge proxy: http://{host}:{port} -> {engine_type}, logs in {config.data_dir}", err=True)
-    serve(config)
+    if not sandbox:
+        serve(config)
+        return
+    from openforgerl.containers.client import docker_client
+    from openforgerl.containers.network import ensure_network, open_port
+
+    network = ensure_network(docker_client(), "isolated")
+    listen = (network.gateway, sandbox_port or port + 1)
+    click.echo(f"sandbox model API: http://{listen[0]}:{listen[1]}  (proxy.sandbox_url)", err=True)
+    with open_port(network.bridge, listen[1]):
+        serve(config, sandbox_listen=listen)

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import ipaddress
 import secrets
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from openforgerl.errors import ProviderError, ProxyError
 from openforgerl.rollout.proxy.engine import EngineConfig, VLLMEngineConfig
+from openforgerl.rollout.proxy.server import QuietServer
 
 
 class ProxySettings(BaseModel):
@@ -134,16 +135,9 @@ async def open_proxy(settings: ProxySettings, model: str, data_dir: Path,
         yield handle
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers: Ctrl-C belongs to the run, which finishes its rollouts first."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-async def _listen(app: Any, host: str, port: int) -> tuple[_Server, asyncio.Task[None], int]:
-    server = _Server(uvicorn.Config(app, host=host, port=port, http="httptools", lifespan="off",
+async def _listen(app: Any, host: str, port: int) -> tuple[QuietServer, asyncio.Task[None], int]:
+    # Quiet: Ctrl-C belongs to the run, which finishes its rollouts before the proxy goes.
+    server = QuietServer(uvicorn.Config(app, host=host, port=port, http="httptools", lifespan="off",
                                     access_log=False, log_level="warning", timeout_keep_alive=120))
     serving = asyncio.create_task(server.serve())
     while not server.started:
@@ -166,7 +160,7 @@ async def _in_process(settings: ProxySettings, model: str, data_dir: Path,
                          tokenizer=settings.tokenizer, engine=settings.engine, data_dir=str(data_dir),
                          force_tool_calls=settings.force_tool_calls, max_tokens=settings.max_tokens)
     app = await asyncio.to_thread(build_app, config)
-    listeners: list[tuple[_Server, asyncio.Task[None], int]] = []
+    listeners: list[tuple[QuietServer, asyncio.Task[None], int]] = []
     try:
         listeners.append(await _listen(app, settings.host, settings.port))
         urls = {}

@@ -143,3 +143,44 @@ def test_network_none_and_host_modes():
     none_routes, host_mode = asyncio.run(go())
     assert len(none_routes.strip().splitlines()) == 1  # header only: no interface but loopback
     assert host_mode == "host"
+
+
+def test_forge_proxy_sandbox_serves_the_model_api_on_the_sandbox_network(tmp_path: Path):
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    port = 18231
+    proxy = subprocess.Popen([sys.executable, "-m", "openforgerl", "proxy", "--engine", "scripted", "--port", str(port),
+                              "--admin-token", "admin-token-1234", "--data-dir", str(tmp_path / "data"), "--sandbox"],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        url = ""
+        for line in proxy.stderr:
+            if line.startswith("sandbox model API:"):
+                url = line.split()[3]
+                break
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+
+        async def probe() -> str:
+            async with DockerRuntime().sandbox(spec()) as box:
+                targets = {"tcp": {}, "http": {"models": f"{url}/v1/models", "admin": f"{url}/rollouts"}}
+                return (await box.exec(["python3", "-c", PROBE, json.dumps(targets)], user="agent", timeout=60)).stdout
+
+        seen = json.loads(asyncio.run(probe()))
+        admin = httpx.get(f"http://127.0.0.1:{port}/rollouts", headers={"authorization": "Bearer admin-token-1234"})
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=30)
+    assert url.startswith("http://") and seen["models"] == 200 and seen["admin"] == 404
+    assert admin.status_code == 200  # the admin API: on loopback only
+    rules = subprocess.run(["iptables", "-S", "FORGE-ISO0"], capture_output=True, text=True).stdout
+    assert f"--dport {url.rsplit(':', 1)[1]} " not in rules  # the opening closed with the proxy

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import uvicorn
+import uvloop
+
 from openforgerl.log import get_logger
-from openforgerl.rollout.proxy.app import ProxyApp
+from openforgerl.rollout.proxy.app import ModelApi, ProxyApp
 from openforgerl.rollout.proxy.config import ProxyConfig
 from openforgerl.rollout.proxy.engine import Engine, make_engine
 from openforgerl.rollout.proxy.rollouts import Registry
@@ -40,10 +49,35 @@ def recorded_trajectories(config: ProxyConfig) -> list[Trajectory]:
     return [r.trajectory for r in rollouts if r is not None]  # None: a log with no events, as recover() skips
 
 
-def serve(config: ProxyConfig) -> None:
-    import uvicorn
+class QuietServer(uvicorn.Server):
+    """uvicorn without its own signal handlers: whoever runs it decides what a signal ends, and when."""
 
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def serve(config: ProxyConfig, sandbox_listen: tuple[str, int] | None = None) -> None:
+    """Serve until SIGINT/SIGTERM; with ``sandbox_listen`` also the model API alone on that address,
+    for sandboxes on a network that must not reach the admin API. Returns (so the caller's cleanup
+    runs) once every listener has shut down."""
     app = build_app(config)
-    uvicorn.run(app, host=config.host, port=config.port, loop="uvloop", http="httptools",
-                lifespan="on", access_log=False, log_level="warning", timeout_keep_alive=120,
-                backlog=4096)
+
+    def listener(asgi: Any, host: str, port: int, lifespan: Literal["on", "off"]) -> QuietServer:
+        return QuietServer(uvicorn.Config(asgi, host=host, port=port, lifespan=lifespan, loop="uvloop",
+                                          http="httptools", access_log=False, log_level="warning",
+                                          timeout_keep_alive=120, backlog=4096))
+    servers = [listener(app, config.host, config.port, "on")]
+    if sandbox_listen is not None:
+        servers.append(listener(ModelApi(app), sandbox_listen[0], sandbox_listen[1], "off"))
+
+    def stop() -> None:
+        for server in servers:
+            server.should_exit = True
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop)
+        await asyncio.gather(*(server.serve() for server in servers))
+    uvloop.run(run())
