@@ -67,3 +67,34 @@ def test_ensure_local_pulls_from_loopback_and_reports_it():
     assert ensure_local(client, "present:1", EnvBuildError, fix="-") is False
     assert ensure_local(client, "127.0.0.1:5000/t@sha256:" + "b" * 64, EnvBuildError, fix="-") is True
     assert client.images.pulled == ["127.0.0.1:5000/t@sha256:" + "b" * 64]
+
+
+def test_an_engine_that_cannot_make_the_sandbox_network_names_network_host_as_the_unsafe_way_out():
+    import docker.errors
+
+    from openforgerl.containers.network import SPECS, _create
+    from openforgerl.errors import SandboxError
+
+    class Networks:
+        def create(self, *args, **kwargs):
+            raise docker.errors.APIError("internal networks are not supported by this driver")
+
+        def get(self, name):
+            raise docker.errors.NotFound(name)
+
+    class Client:
+        networks = Networks()
+
+    with pytest.raises(SandboxError, match="cannot create the openforgerl-isolated network") as raised:
+        _create(Client(), SPECS["isolated"])
+    assert "network=host" in (raised.value.fix or "") and "unsafe" in (raised.value.fix or "")
+
+
+def test_an_existing_network_with_other_settings_is_refused_not_used():
+    from openforgerl.containers.network import SPECS, _check
+    from openforgerl.errors import UserError
+
+    attrs = {"Internal": False, "Options": {"com.docker.network.bridge.enable_icc": "true"}}
+    with pytest.raises(UserError, match="exists with other settings") as raised:
+        _check(attrs, SPECS["isolated"])
+    assert "docker network rm openforgerl-isolated" in (raised.value.fix or "")

@@ -71,6 +71,11 @@ def test_our_tables_are_saved_and_reloaded(make_task):
         ("", {"dockerfile": None}, "environment/Dockerfile: -: missing"),
         ("", {"test_sh": None}, "tests/test.sh: -: missing"),
         ("", {"instruction": "  \n"}, "instruction.md: -: empty"),
+        ("[agent]\nwritable_paths = ['usr/lib']\n", {}, "agent.writable_paths: Value error, 'usr/lib' is not an absolute"),
+        ("[agent]\nwritable_paths = ['/usr/../../etc']\n", {}, "agent.writable_paths"),
+        ("[agent]\nwritable_paths = ['/']\n", {}, "agent.writable_paths"),
+        ("[environment]\nnetwork = 'host'\n", {}, "environment.network: Input should be 'isolated', 'bridge' or 'none'"),
+        ("[environment]\nnetwork = 'internet'\n", {}, "environment.network: Input should be 'isolated'"),
     ],
 )
 def test_each_kind_of_invalid_task_is_reported_with_field_and_fix(make_task, toml, kwargs, expected):
