@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import click
 
 from openforgerl.cli import cli
@@ -34,6 +32,7 @@ class HarnessOption(click.Option):
 def rollout(tasks, config_file, harness, model, attempts, concurrency, runtime, proxy_url, engine_url, run_dir,
             overrides) -> None:
     """Roll out a harness on TASKS (task dirs, dirs of task dirs, or a build-env manifest.jsonl)."""
+    from openforgerl.cli.interrupt import run_interruptibly
     from openforgerl.cli.rollout_view import run_with_progress
     from openforgerl.config import resolve
     from openforgerl.rollout.orchestrator import RolloutConfig
@@ -48,4 +47,4 @@ def rollout(tasks, config_file, harness, model, attempts, concurrency, runtime, 
     config = resolve(RolloutConfig, config_file, [*sets, *overrides], defaults=defaults)
     if not config.tasks:
         raise click.UsageError("give task directories (TASKS) or tasks: in --config")
-    asyncio.run(run_with_progress(config))
+    run_interruptibly(run_with_progress(config))

@@ -10,7 +10,7 @@ from openforgerl.rollout.orchestrator import STATUSES, RolloutConfig, RolloutRes
 from openforgerl.rollout.run import prepare_run
 
 STYLE = {"success": "green", "failure": "yellow", "agent_timeout": "magenta", "infra_error": "red",
-         "verifier_error": "red"}
+         "verifier_error": "red", "cancelled": "dim"}
 
 
 async def run_with_progress(config: RolloutConfig) -> None:

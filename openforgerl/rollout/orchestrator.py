@@ -8,7 +8,8 @@ the trajectory -> remove the sandbox.
 Invariant: every rollout ends in exactly one recorded status, written to ``rollouts.jsonl`` as
 soon as it is known — ``success`` / ``failure`` (the policy's), ``agent_timeout``,
 ``infra_error`` (engine down, image missing, sandbox died or OOM, anything not the policy's fault:
-discarded for training, optionally retried as a new rollout) or ``verifier_error``.
+discarded for training, optionally retried as a new rollout), ``verifier_error``, or ``cancelled``
+(the run was interrupted while it ran: discarded for training like infra errors).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from openforgerl.rollout.verify import run_verifier
 from openforgerl.tasks import Task
 
 log = get_logger(__name__)
-Status = Literal["success", "failure", "agent_timeout", "infra_error", "verifier_error"]
+Status = Literal["success", "failure", "agent_timeout", "infra_error", "verifier_error", "cancelled"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 MIB = 1024 * 1024
 
@@ -221,9 +222,11 @@ class Orchestrator:
             return _closed(result, started)
         try:
             await self._sandboxed(job, token, result)
-        except asyncio.CancelledError:
-            result.status, result.reason = "infra_error", "cancelled"
-            await self._finish(result, metadata, started)
+        except asyncio.CancelledError:  # the run is being interrupted: this rollout still gets its line
+            result.status, result.reason, result.reward = "cancelled", "the run was interrupted", None
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(self._finish(result, metadata, started))
+            self._record(result)
             raise
         except ForgeError as exc:
             result.status, result.reason = "infra_error", str(exc)
@@ -360,7 +363,7 @@ class Orchestrator:
             _write(path, json.dumps(trajectory))
             result.trajectory = str(path.relative_to(self.run_dir))
         except ForgeError as exc:
-            if result.status != "infra_error":
+            if result.status not in ("infra_error", "cancelled"):
                 result.status, result.reason = "infra_error", f"proxy: {exc}"
         return _closed(result, started)
 

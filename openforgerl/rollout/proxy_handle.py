@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -16,11 +17,18 @@ from typing import Any
 
 import httpx
 import uvicorn
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from openforgerl.errors import ProviderError, ProxyError
 from openforgerl.rollout.proxy.engine import EngineConfig, VLLMEngineConfig
 from openforgerl.rollout.proxy.server import QuietServer
+
+ADMIN_TOKEN_ENV = "FORGE_PROXY_ADMIN_TOKEN"
+
+
+def _env_secret(name: str) -> SecretStr | None:
+    value = os.environ.get(name)
+    return SecretStr(value) if value else None
 
 
 class ProxySettings(BaseModel):
@@ -28,8 +36,9 @@ class ProxySettings(BaseModel):
 
     url: str | None = None
     """A running proxy (``forge proxy``); unset: start one inside this run."""
-    admin_token: str | None = None
-    """The running proxy's admin token (required with ``url``)."""
+    admin_token: SecretStr | None = Field(default_factory=lambda: _env_secret(ADMIN_TOKEN_ENV))
+    """The running proxy's admin token (required with ``url``); default $FORGE_PROXY_ADMIN_TOKEN. Saved
+    configs show it as ``**********``: a run directory never holds it."""
     sandbox_url: str | None = None
     """With ``url``: the running proxy's model API as sandboxes reach it (``forge proxy --sandbox``
     prints it); needed unless sandboxes share this host's network (``network=host``)."""
@@ -123,9 +132,9 @@ async def open_proxy(settings: ProxySettings, model: str, data_dir: Path,
     if settings.url:
         if not settings.admin_token:
             raise ProxyError("proxy.url is set but proxy.admin_token is not",
-                             fix="pass the running proxy's admin token (proxy.admin_token=...)")
+                             fix=f"export {ADMIN_TOKEN_ENV}=<the token forge proxy was started with>")
         urls = {host: settings.sandbox_url for host in sandbox_hosts if settings.sandbox_url}
-        handle = ProxyHandle(settings.url, settings.admin_token, sandbox_urls=urls)
+        handle = ProxyHandle(settings.url, settings.admin_token.get_secret_value(), sandbox_urls=urls)
         try:
             yield handle
         finally:

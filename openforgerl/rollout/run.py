@@ -81,16 +81,25 @@ class PreparedRun:
         run_dir, run_id = new_run_dir(self.config)
         save_resolved(self.config, run_dir)
         await self.runtime.sweep()
+        self.runtime.size(self.config.concurrency)
         hosts = sorted({r.address for r in self.reach.values() if r.address and not _loopback(r.address)})
         async with _proxy_for(self.config, self.harness, run_dir, self.proxy, hosts) as handle:
             with contextlib.ExitStack() as opened:
                 urls = _model_urls(self.reach, handle, opened)
                 orchestrator = Orchestrator(self.config, self.runtime, self.harness, handle, run_dir, run_id,
                                             on_result, model_urls=urls)
-                results = await orchestrator.run(self.tasks)
-        summary = {**summarize(results), "warnings": self.warnings()}
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+                try:
+                    results = await orchestrator.run(self.tasks)
+                finally:  # an interrupted run still says what it did
+                    self._summarize(run_dir, orchestrator.results)
         return run_dir, results
+
+    def _summarize(self, run_dir: Path, results: list[RolloutResult]) -> None:
+        summary = summarize(results)
+        done = {(r.task, r.attempt) for r in results}
+        summary["not_started"] = self.rollouts - len(done)
+        summary["warnings"] = self.warnings()
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
     def warnings(self) -> list[str]:
         if "host" not in self.reach:

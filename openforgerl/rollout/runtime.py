@@ -182,6 +182,9 @@ class Runtime(ABC):
     async def start(self, spec: SandboxSpec) -> Sandbox:
         """Start a sandbox; raises SandboxError (an infra failure) when it cannot."""
 
+    def size(self, concurrency: int) -> None:
+        """Hook: how many rollouts the run keeps going at once, for runtimes that size pools by it."""
+
     async def check(self, tasks: Sequence[Task]) -> None:
         """Hook: before a run starts, raise a ForgeError (one line, with the fix) for anything that would
         fail every rollout of ``tasks`` here (no engine, an image that cannot be had)."""

@@ -9,7 +9,9 @@ Each exec runs in its own session (``setsid -w``) so a timeout kills the whole p
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import functools
 import io
 import os
 import re
@@ -17,9 +19,10 @@ import socket
 import tarfile
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import docker.errors
 from pydantic import Field
@@ -56,6 +59,9 @@ log = get_logger(__name__)
 # file capabilities, audit). Enough for apt, chown and su inside the sandbox.
 DEFAULT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
 KILL_GRACE_S = 10.0
+T = TypeVar("T")
+DockerCall = Callable[..., Awaitable[Any]]
+"""``DockerRuntime.call``: run a blocking Docker call on the runtime's threads (``urgent=True``: the kill pool)."""
 DOCKER_NETWORKS: dict[NetworkMode, str] = {"isolated": SPECS["isolated"].name, "bridge": SPECS["egress"].name,
                                            "host": "host", "none": "none"}
 NETWORK_KINDS: dict[NetworkMode, NetworkKind] = {"isolated": "isolated", "bridge": "egress"}
@@ -83,6 +89,19 @@ class DockerRuntime(Runtime):
     def __init__(self, config: DockerRuntimeConfig | None = None) -> None:
         super().__init__(config)
         self._client: Any = None
+        self._pool = ThreadPoolExecutor(max_workers=3 * 4 + 8, thread_name_prefix="forge-docker")
+        # Ending a timed-out exec never waits behind the calls it is meant to cut short.
+        self._urgent = ThreadPoolExecutor(max_workers=4, thread_name_prefix="forge-docker-kill")
+
+    def size(self, concurrency: int) -> None:
+        """Every agent holds a thread for its whole exec; the rest (start, copy, inspect) need their own."""
+        self._pool.shutdown(wait=False)
+        self._pool = ThreadPoolExecutor(max_workers=3 * concurrency + 8, thread_name_prefix="forge-docker")
+
+    async def call(self, fn: Callable[..., T], *args: Any, urgent: bool = False, **kwargs: Any) -> T:
+        """``fn`` (a blocking Docker call) on the runtime's own threads, never the default executor."""
+        pool = self._urgent if urgent else self._pool
+        return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args, **kwargs))
 
     @property
     def client(self) -> Any:
@@ -96,7 +115,7 @@ class DockerRuntime(Runtime):
     async def check(self, tasks: Sequence[Task]) -> None:
         """The engine answers, and every task's image is local or can be had from a loopback registry
         (pulled now, once, rather than by every rollout) or built from its environment/."""
-        await asyncio.to_thread(self._check, tasks)
+        await self.call(self._check, tasks)
 
     def _check(self, tasks: Sequence[Task]) -> None:
         client = self.client
@@ -115,7 +134,7 @@ class DockerRuntime(Runtime):
         reach: dict[NetworkMode, Reach] = {}
         for mode in modes:
             if mode in ("isolated", "bridge"):
-                network = await asyncio.to_thread(ensure_network, self.client, NETWORK_KINDS[mode])
+                network = await self.call(ensure_network, self.client, NETWORK_KINDS[mode])
                 reach[mode] = Reach(network.gateway, self._exposer(network.bridge))
             else:
                 reach[mode] = Reach("127.0.0.1" if mode == "host" else None)
@@ -130,11 +149,11 @@ class DockerRuntime(Runtime):
 
     async def image_for(self, task: Task, tool: str | None) -> str:
         """The task image (built once per environment content) plus the harness tools layer."""
-        image, _ = await asyncio.to_thread(ensure_task_image, self.client, task)
-        return await asyncio.to_thread(harness_image, self.client, image, tool)
+        image, _ = await self.call(ensure_task_image, self.client, task)
+        return await self.call(harness_image, self.client, image, tool)
 
     async def start(self, spec: SandboxSpec) -> DockerSandbox:
-        return await asyncio.to_thread(self._start, spec)
+        return await self.call(self._start, spec)
 
     def _start(self, spec: SandboxSpec) -> DockerSandbox:
         labels = {**spec.labels, LABEL_OWNER_PID: str(os.getpid()), LABEL_OWNER_HOST: socket.gethostname()}
@@ -154,7 +173,7 @@ class DockerRuntime(Runtime):
         except (docker.errors.APIError, KeyError, ValueError) as exc:
             self.client.api.remove_container(container_id, force=True)
             raise SandboxError(f"container of {spec.image} vanished after it started: {exc}") from exc
-        return DockerSandbox(self.client.containers.prepare_model({"Id": container_id}), spec, host)
+        return DockerSandbox(self.client.containers.prepare_model({"Id": container_id}), spec, host, self.call)
 
     def _create(self, spec: SandboxSpec, labels: dict[str, str]) -> str:
         """Create (never pull: the low-level API does not, unlike ``containers.run``)."""
@@ -185,7 +204,7 @@ class DockerRuntime(Runtime):
         return config
 
     async def sweep(self) -> int:
-        return await asyncio.to_thread(self._sweep)
+        return await self.call(self._sweep)
 
     def _sweep(self) -> int:
         host, removed = socket.gethostname(), 0
@@ -205,11 +224,12 @@ class DockerSandbox(Sandbox):
     (``docker_host``) whenever forge may read the host's /proc and the container's layer; otherwise
     through the Docker API. Nothing that decides a reward runs a program of the container's."""
 
-    def __init__(self, container: Any, spec: SandboxSpec, host: docker_host.HostView) -> None:
+    def __init__(self, container: Any, spec: SandboxSpec, host: docker_host.HostView, call: DockerCall) -> None:
         super().__init__(container.id[:12])
         self.container = container
         self.spec = spec
         self.host = host
+        self._call = call
         self._isolate()
         self._baseline: dict[str, docker_host.Signature] | set[str] = self._snapshot()
 
@@ -227,18 +247,27 @@ class DockerSandbox(Sandbox):
                    env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
         # setsid -w: the command leads its own session, so a timeout ends all it started.
         wrapped = ["setsid", "-w", *command]
-        exec_id = await asyncio.to_thread(self._create_exec, wrapped, user, env, cwd)
+        exec_id = await self._call(self._create_exec, wrapped, user, env, cwd)
         started = time.monotonic()
-        run = asyncio.ensure_future(asyncio.to_thread(self._api.exec_start, exec_id, demux=True))
+        run = asyncio.ensure_future(self._call(self._output, exec_id))
         try:
             stdout, stderr = await asyncio.wait_for(asyncio.shield(run), timeout)
         except TimeoutError:
             await self._kill_session(exec_id)
             stdout, stderr = await _settle(run)
             return ExecResult(None, _text(stdout), _text(stderr), time.monotonic() - started, timed_out=True)
-        code = (await asyncio.to_thread(self._api.exec_inspect, exec_id)).get("ExitCode")
+        code = (await self._call(self._api.exec_inspect, exec_id)).get("ExitCode")
         code, err = _signal_status(code, _text(stderr))
         return ExecResult(code, _text(stdout), err, time.monotonic() - started)
+
+    def _output(self, exec_id: str) -> tuple[bytes, bytes]:
+        """The exec's output as it streams, keeping the last OUTPUT_LIMIT bytes of each stream (linear cost
+        whatever it prints)."""
+        stdout, stderr = Tail(OUTPUT_LIMIT), Tail(OUTPUT_LIMIT)
+        for out, err in self._api.exec_start(exec_id, stream=True, demux=True):
+            stdout.add(out)
+            stderr.add(err)
+        return stdout.value(), stderr.value()
 
     def _create_exec(self, command: list[str], user: str | None, env: Mapping[str, str] | None,
                      cwd: str | None) -> str:
@@ -250,7 +279,7 @@ class DockerSandbox(Sandbox):
 
     async def _kill_session(self, exec_id: str) -> None:
         """End a timed-out exec's whole session from the host; without host access, restart the container."""
-        exec_pid = (await asyncio.to_thread(self._api.exec_inspect, exec_id)).get("Pid") or 0
+        exec_pid = (await self._call(self._api.exec_inspect, exec_id, urgent=True)).get("Pid") or 0
         sessions = docker_host.exec_sessions(exec_pid) if exec_pid else set()
         if not sessions:
             await self._restart()
@@ -261,7 +290,7 @@ class DockerSandbox(Sandbox):
         """An unprivileged agent's processes are killed from the host while the container is frozen (no
         fork can slip through; root's services keep running); after a root agent, which could have
         tampered with any process, the container is restarted: every process ends, the files stay."""
-        if _is_root(agent_user) or not await asyncio.to_thread(self._kill_unprivileged):
+        if _is_root(agent_user) or not await self._call(self._kill_unprivileged, urgent=True):
             await self._restart()
 
     def _kill_unprivileged(self) -> bool:
@@ -291,7 +320,7 @@ class DockerSandbox(Sandbox):
             self.host = docker_host.view(self._api, self.container.id)
             self._isolate()  # a restarted container has a new network namespace
         try:
-            await asyncio.to_thread(restart)
+            await self._call(restart, urgent=True)
         except (docker.errors.APIError, OSError) as exc:
             raise SandboxError(f"could not restart container {self.id} to end the agent's processes: {exc}") from exc
 
@@ -308,12 +337,12 @@ class DockerSandbox(Sandbox):
             else:
                 changed = sorted(set(now) - set(self._baseline))
             return docker_host.without_ancestors([path for path in changed if _below(path, under)])
-        return await asyncio.to_thread(read)
+        return await self._call(read)
 
     async def written_bytes(self) -> int | None:
         if self.host.upper is not None:
-            return await asyncio.to_thread(docker_host.layer_bytes, self.host.upper)
-        attrs = await asyncio.to_thread(self._api.inspect_container, self.container.id, size=True)
+            return await self._call(docker_host.layer_bytes, self.host.upper)
+        attrs = await self._call(self._api.inspect_container, self.container.id, size=True)
         return attrs.get("SizeRw")
 
     async def put(self, src: Path, dest: str) -> None:
@@ -323,7 +352,7 @@ class DockerSandbox(Sandbox):
         # The target must exist. (A tar of its directories would reset the mode of existing ones, /tmp's
         # sticky 1777 included.) Files are put by root before the agent runs or after the guard passed.
         await self.make_dirs([dest])
-        if not await asyncio.to_thread(self.container.put_archive, dest, buffer.getvalue()):
+        if not await self._call(self.container.put_archive, dest, buffer.getvalue()):
             raise SandboxError(f"copying {src} into {self.id}:{dest} failed")
 
     async def get(self, src: str, dest: Path, *, max_bytes: int = DEFAULT_MAX_BYTES,
@@ -337,11 +366,11 @@ class DockerSandbox(Sandbox):
                 return extract(stream, dest, max_bytes=max_bytes, max_files=max_files)
             finally:
                 stream.close()
-        return await asyncio.to_thread(copy)
+        return await self._call(copy)
 
     async def health(self) -> SandboxHealth:
         try:
-            await asyncio.to_thread(self.container.reload)
+            await self._call(self.container.reload)
         except docker.errors.NotFound:
             return SandboxHealth(False, detail="container was removed")
         state = self.container.attrs.get("State", {})
@@ -354,7 +383,7 @@ class DockerSandbox(Sandbox):
 
     async def _remove(self) -> None:
         with _quiet():
-            await asyncio.to_thread(self.container.remove, force=True)
+            await self._call(self.container.remove, force=True, urgent=True)
 
 
 def _is_root(user: str | None) -> bool:
@@ -383,6 +412,25 @@ def _signal_status(code: int | None, stderr: str) -> tuple[int | None, str]:
     if code is None or not match:
         return code, stderr
     return 128 + (code & 0x7F), stderr[: match.start()]
+
+
+class Tail:
+    """The last ``limit`` bytes of a stream, kept in chunks: adding costs the chunk, not what came before."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.size = limit, 0
+        self.chunks: collections.deque[bytes] = collections.deque()
+
+    def add(self, chunk: bytes | None) -> None:
+        if not chunk:
+            return
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+        while self.chunks and self.size - len(self.chunks[0]) >= self.limit:
+            self.size -= len(self.chunks.popleft())
+
+    def value(self) -> bytes:
+        return b"".join(self.chunks)[-self.limit:]
 
 
 def _text(data: bytes | None) -> str:

@@ -237,3 +237,36 @@ def test_engine_errors_during_a_rollout_make_it_an_infra_error_not_a_policy_fail
     runtime = FakeRuntime(Scenario(agent=calls_model(proxy), verifier=reward(0)))
     _, [result] = run(tmp_path, runtime, harness=ModelAgent(), proxy=proxy.handle())
     assert result.status == "infra_error" and result.reason == "engine failed on 1 call(s)"
+
+
+def test_an_interrupted_run_records_every_rollout_in_flight_as_cancelled(tmp_path: Path):
+    runtime = FakeRuntime(Scenario(agent=hangs()))
+    tasks = [write_task(tmp_path / "tasks", f"t{n}") for n in range(3)]
+    config = RolloutConfig(tasks=[str(t) for t in tasks], harness="nop", concurrency=2, attempts=2,
+                           run_dir=str(tmp_path / "run"))
+
+    async def interrupt() -> None:
+        running = asyncio.ensure_future(run_rollouts(config, harness=Agent(), runtime=runtime))
+        while len(runtime.sandboxes) < 2:
+            await asyncio.sleep(0.01)
+        running.cancel()  # what the first Ctrl-C does
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+    asyncio.run(interrupt())
+    lines = [json.loads(line) for line in (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()]
+    assert [line["status"] for line in lines] == ["cancelled", "cancelled"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["statuses"]["cancelled"] == 2 and summary["not_started"] == 4
+    assert runtime.left_running == []
+
+
+def test_the_admin_token_of_a_running_proxy_never_lands_in_the_run_directory(tmp_path: Path, monkeypatch):
+    from openforgerl.config import resolve, save_resolved
+
+    monkeypatch.setenv("FORGE_PROXY_ADMIN_TOKEN", "from-the-environment")
+    config = resolve(RolloutConfig, None, ["proxy.url=http://127.0.0.1:9"])
+    assert config.proxy.admin_token.get_secret_value() == "from-the-environment"
+    given = resolve(RolloutConfig, None, ["proxy.admin_token=SECRET-ADMIN-TOKEN-123"])
+    saved = save_resolved(given, tmp_path).read_text()
+    assert "SECRET-ADMIN-TOKEN-123" not in saved and "admin_token: '**********'" in saved
