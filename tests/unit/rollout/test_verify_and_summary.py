@@ -43,7 +43,7 @@ def test_summary_counts_the_final_try_of_each_attempt_and_excludes_infra_rewards
     summary = summarize(results)
     assert summary["rollouts"] == 5 and summary["retries"] == 1
     assert summary["statuses"] == {"success": 1, "failure": 1, "agent_timeout": 0, "infra_error": 1,
-                                   "verifier_error": 1}
+                                   "verifier_error": 1, "cancelled": 0}
     assert summary["mean_reward"] == 0.5
     assert summary["tasks"]["a"] == {"attempts": 2, "successes": 1, "statuses": {"success": 1, "failure": 1}}
 
