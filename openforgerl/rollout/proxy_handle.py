@@ -54,6 +54,9 @@ class ProxySettings(BaseModel):
     """In-run proxy: force a tool call on the first N calls of each rollout (small policies)."""
     max_tokens: int = Field(4096, ge=0)
     """In-run proxy: the response cap per call (the default when a harness sets none, else the ceiling)."""
+    max_context_tokens: int = Field(0, ge=0)
+    """In-run proxy: the policy's context in tokens; a longer prompt is refused at once with the dialect's
+    context-length error. 0: the engine's own (vLLM reports it), else unchecked."""
 
 
 class ProxyHandle:
@@ -167,7 +170,8 @@ async def _in_process(settings: ProxySettings, model: str, data_dir: Path,
     token = secrets.token_urlsafe(24)
     config = ProxyConfig(host=settings.host, port=settings.port, admin_token=token, model=model,
                          tokenizer=settings.tokenizer, engine=settings.engine, data_dir=str(data_dir),
-                         force_tool_calls=settings.force_tool_calls, max_tokens=settings.max_tokens)
+                         force_tool_calls=settings.force_tool_calls, max_tokens=settings.max_tokens,
+                         max_context_tokens=settings.max_context_tokens)
     app = await asyncio.to_thread(build_app, config)
     listeners: list[tuple[QuietServer, asyncio.Task[None], int]] = []
     try:

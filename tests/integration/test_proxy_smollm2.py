@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from openforgerl.rollout.proxy.conversation import Sampling
 from openforgerl.rollout.proxy.engine import ScriptedEngineConfig, ScriptTurn
 from openforgerl.rollout.proxy.engines.scripted import ScriptedEngine
-from openforgerl.rollout.proxy.template import IncrementalDecoder
+from openforgerl.rollout.proxy.template import GIL_FREE_CHARS, IncrementalDecoder
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
 from openforgerl.testing.proxy import PATHS, InProcessProxy, parse_sse, policy_template
 
@@ -80,6 +80,17 @@ def test_turn_by_turn_prompt_encoding_equals_encoding_the_whole_text():
         assert template.encode_prompt(text) == template.encode(text)
         assert template.encode_prompt(text) == template.encode(text)  # again, from the turn cache
     assert template._piecewise is True  # SmolLM2 splits after <|im_end|> exactly: the cache is in use
+
+
+def test_long_texts_keep_their_ids_when_tokenised_off_the_gil_and_a_limit_stops_early():
+    template = policy_template()
+    text = "Héllo wörld 😀 <tool_call>\n{\"a\": [1, 2]}\n</tool_call> 中文  \n\n" * 200
+    assert len(text) >= GIL_FREE_CHARS  # encoded through encode_batch, which releases the GIL
+    assert template.encode(text) == template.tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
+    prompt = template.render([SYSTEM] + [{"role": "user", "content": text}] * 5, TOOLS, True)
+    full, early = template.encode_prompt(prompt), template.encode_prompt(prompt, limit=100)
+    assert 100 < len(early) < len(full) and full[:len(early)] == early  # whole turns, then it stops
+    assert len(prompt) / template.max_token_chars() <= len(full)  # the proxy's pre-check is a true lower bound
 
 
 def test_the_byte_table_decodes_like_the_tokenizer():

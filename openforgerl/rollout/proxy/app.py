@@ -1,8 +1,10 @@
 """The proxy's HTTP surface: a raw ASGI app (no framework) — model routes, admin routes, errors.
 
 Key invariant: bad input never produces a 5xx — every refusal is a 4xx in the caller's dialect
-(400 malformed, 401 token, 404 model/route, 413 size, 415 content type); 503 means the engine
-failed. A client that disconnects mid-answer cancels its engine request and is recorded.
+(400 malformed or over the context, 401 token, 404 model/route, 409 conflict, 413 size, 415 content
+type), checked before a stream starts; 503 means the engine failed, 507 that the disk is full (503
+for other storage trouble). A client that disconnects mid-answer cancels its engine request and is
+recorded. Whatever else goes wrong is a logged 500 in the caller's dialect, never a cut-off body.
 """
 
 from __future__ import annotations
@@ -11,22 +13,32 @@ import asyncio
 import contextlib
 import hmac
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
 
 from openforgerl.errors import ProviderError, ProxyError
 from openforgerl.log import get_logger
-from openforgerl.rollout.proxy.conversation import BadRequest, ChatRequest, Event
+from openforgerl.rollout.proxy.conversation import (
+    MAX_JSON_DEPTH,
+    BadRequest,
+    ChatRequest,
+    ContextTooLong,
+    Event,
+    nesting_exceeds,
+    shown,
+)
 from openforgerl.rollout.proxy.dialect import Dialect, Reply, collect, make_dialect
-from openforgerl.rollout.proxy.rollouts import ROLLOUT_ID_PREFIX
+from openforgerl.rollout.proxy.rollouts import ROLLOUT_ID_PREFIX, Rollout, check_rollout_id
 from openforgerl.rollout.proxy.service import ProxyService
+from openforgerl.rollout.proxy.store import StorageError
 
 log = get_logger(__name__)
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 DIALECT_ROUTES = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
+COUNT_TOKENS = "/v1/messages/count_tokens"
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
@@ -37,9 +49,24 @@ class ClientGone(Exception):
 
 
 class HttpError(Exception):
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
-        self.status, self.message, self.kind = status, message, kind
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None) -> None:
+        self.status, self.message, self.kind, self.code = status, message, kind, code
         super().__init__(message)
+
+
+def http_error(dialect: Dialect | None, exc: Exception) -> HttpError:
+    """The answer to an error the call path raised, worded for ``dialect`` where that matters."""
+    if isinstance(exc, ContextTooLong):
+        message = (dialect.too_long(exc.tokens, exc.limit, exc.at_least) if dialect else exc.what)
+        return HttpError(400, message, "invalid_request_error", "context_length_exceeded")
+    if isinstance(exc, BadRequest):
+        return HttpError(exc.status, exc.what, exc.kind)
+    if isinstance(exc, StorageError):  # harnesses see why, not the proxy's paths; the admin API sees all
+        message = f"the proxy cannot record this call: {exc.reason}; retry later" if dialect else str(exc)
+        return HttpError(exc.status, message, "server_error")
+    if isinstance(exc, ProviderError):
+        return HttpError(503, f"the inference engine failed: {exc}", "server_error")
+    raise exc
 
 
 async def send_json(send: Send, status: int, body: Any) -> None:
@@ -138,69 +165,80 @@ class ProxyApp:
         if not path.startswith("/v1/") and "/v1" + path in DIALECT_ROUTES:
             path = "/v1" + path
         headers = dict(scope["headers"])
-        dialect = self.dialects.get(DIALECT_ROUTES.get(path, ""))
+        dialect = self.dialects.get(DIALECT_ROUTES.get("/v1/messages" if path == COUNT_TOKENS else path, ""))
+        started = False
+
+        async def tracked(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
         try:
-            if dialect is not None and method == "POST":
-                await self._model_call(dialect, headers, receive, send, received)
-            elif path == "/v1/messages/count_tokens" and method == "POST":
-                await self._count_tokens(headers, receive, send)
+            if dialect is not None and method == "POST" and path != COUNT_TOKENS:
+                await self._model_call(dialect, headers, receive, tracked, received)
+            elif path == COUNT_TOKENS and method == "POST":
+                await self._count_tokens(headers, receive, tracked)
             else:
-                await self._other(method, path, headers, receive, send)
+                await self._other(method, path, headers, receive, tracked)
         except HttpError as exc:
-            body = dialect.error(exc.status, exc.message, exc.kind) if dialect else \
-                {"error": {"message": exc.message, "type": exc.kind}}
-            await send_json(send, exc.status, body)
+            await send_json(send, exc.status, error_body(dialect, exc))
         except ClientGone:
             return
+        except Exception:  # a bug, not the client's doing: logged, and still an answer in the caller's shape
+            log.exception("%s %s failed", method, path)
+            if not started:
+                await send_json(send, 500, error_body(dialect, HttpError(500, "the proxy failed on this request "
+                                                                        "(see its log)", "server_error")))
 
     # -- model calls ---------------------------------------------------------------------------
 
-    def _parse(self, dialect: Dialect, headers: dict[bytes, bytes], body: bytes) -> ChatRequest:
-        data = parse_json(headers, body)
+    def _parse(self, dialect: Dialect, data: Any) -> ChatRequest:
         if not isinstance(data, dict):
             raise HttpError(400, "the body must be a JSON object")
         try:
             request = dialect.parse(data)
         except BadRequest as exc:
             raise HttpError(exc.status, exc.what, exc.kind) from None
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
             raise HttpError(400, f"malformed request: {type(exc).__name__}: {exc}") from None
         if self.unknown_model == "reject" and request.model and request.model != self.model:
             raise HttpError(404, f"model {request.model!r} is not served here; use {self.model!r}",
                             "not_found_error")
         return request
 
-    async def _model_call(self, dialect: Dialect, headers, receive: Receive, send: Send, received: float) -> None:
-        body = await read_body(receive, headers, self.max_body_bytes)
+    def _caller(self, headers: dict[bytes, bytes]) -> Rollout:
         rollout = self.registry.by_api_key(api_key(headers))
         if rollout is None:
             raise HttpError(401, "unknown or finished rollout token; use the token POST /rollouts returned",
                             "authentication_error")
-        request = self._parse(dialect, headers, body)
-        reply = Reply(id=dialect.id_prefix + rollout.id.removeprefix(ROLLOUT_ID_PREFIX) + f"-{rollout.next_call}",
-                      model=request.model or self.model)
-        try:
-            events = self.service.turn(rollout, request, dialect.name, received)
-        except BadRequest as exc:
-            raise HttpError(exc.status, exc.what, exc.kind) from None
-        await guarded(receive, self._answer(dialect, request, reply, events, send))
+        return rollout
 
-    async def _answer(self, dialect: Dialect, request: ChatRequest, reply: Reply,
-                      events: AsyncIterator[Event], send: Send) -> None:
-        try:
-            first = await anext(events)
-        except ProviderError as exc:
-            raise HttpError(503, f"the inference engine failed: {exc}", "server_error") from None
-        except BadRequest as exc:
-            raise HttpError(exc.status, exc.what, exc.kind) from None
-        events = chain(first, events)
-        if not request.stream:
-            try:
-                turn = await collect(events)
-            except ProviderError as exc:
-                raise HttpError(503, f"the inference engine failed: {exc}", "server_error") from None
-            await send_json(send, 200, dialect.render(turn, request, reply))
-            return
+    async def _model_call(self, dialect: Dialect, headers, receive: Receive, send: Send, received: float) -> None:
+        body = await read_body(receive, headers, self.max_body_bytes)
+        rollout = self._caller(headers)
+        request = self._parse(dialect, parse_json(headers, body))
+        events = self.service.turn(rollout, request, dialect.name, received)
+        await guarded(receive, self._answer(dialect, request, rollout, events, send))
+
+    async def _answer(self, dialect: Dialect, request: ChatRequest, rollout: Rollout,
+                      events: AsyncGenerator[Event, None], send: Send) -> None:
+        async with contextlib.aclosing(events):
+            try:  # planning, context check and the engine's first tokens: every refusal comes before a stream
+                first = await anext(events)
+            except (BadRequest, StorageError, ProviderError) as exc:
+                raise http_error(dialect, exc) from None
+            reply = Reply(id=dialect.id_prefix + rollout.id.removeprefix(ROLLOUT_ID_PREFIX) + f"-{request.call}",
+                          model=request.model or self.model)
+            if not request.stream:
+                try:
+                    turn = await collect(chain(first, events))
+                except (BadRequest, StorageError, ProviderError) as exc:
+                    raise http_error(dialect, exc) from None
+                await send_json(send, 200, dialect.render(turn, request, reply))
+                return
+            await self._stream(dialect, request, reply, chain(first, events), send)
+
+    async def _stream(self, dialect: Dialect, request: ChatRequest, reply: Reply, events: AsyncIterator[Event],
+                      send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         pending: list[bytes] = []
 
@@ -213,20 +251,27 @@ class ProxyApp:
         try:
             async for chunk in dialect.stream(flushing(events, flush), request, reply):
                 pending.append(chunk)
-        except ProviderError as exc:
-            pending.append(dialect.stream_error(503, f"the inference engine failed: {exc}", "server_error"))
+        except (BadRequest, StorageError, ProviderError) as exc:  # after the stream started: its error event
+            error = http_error(dialect, exc)
+            pending.append(dialect.stream_error(error.status, error.message, error.kind))
+        except Exception:  # noqa: BLE001  (a bug: logged; the stream still ends as the dialect ends one)
+            log.exception("streaming %s failed", reply.id)
+            pending.append(dialect.stream_error(500, "the proxy failed on this call (see its log)", "server_error"))
         await send({"type": "http.response.body", "body": b"".join(pending)})
 
     async def _count_tokens(self, headers, receive: Receive, send: Send) -> None:
         dialect = self.dialects["messages"]
         body = await read_body(receive, headers, self.max_body_bytes)
-        if self.registry.by_api_key(api_key(headers)) is None:
-            raise HttpError(401, "unknown or finished rollout token", "authentication_error")
+        rollout = self._caller(headers)
         data = parse_json(headers, body)
         if isinstance(data, dict) and "max_tokens" not in data:
-            data = dict(data, max_tokens=1)
-        request = self._parse(dialect, headers, orjson.dumps(data))
-        await send_json(send, 200, {"input_tokens": self.service.prompt_tokens(request)})
+            data = dict(data, max_tokens=1)  # count_tokens bodies need none; parse them as a call would
+        request = self._parse(dialect, data)
+        try:
+            tokens = await self.service.count_tokens(request, rollout)
+        except BadRequest as exc:
+            raise http_error(dialect, exc) from None
+        await send_json(send, 200, {"input_tokens": tokens})
 
     # -- admin and info ------------------------------------------------------------------------
 
@@ -241,50 +286,82 @@ class ProxyApp:
                  "owned_by": "openforgerl", "display_name": self.model}]})
         if path == "/rollouts" or path.startswith("/rollouts/"):
             return await self._admin(method, path, headers, receive, send)
-        raise HttpError(404, f"no route {method} {path}", "not_found_error")
+        raise HttpError(404, f"no route {method} {shown(path)}", "not_found_error")
 
     async def _admin(self, method: str, path: str, headers, receive: Receive, send: Send) -> None:
         if not hmac.compare_digest((api_key(headers) or "").encode(), self.admin_token.encode()):
             raise HttpError(401, "admin routes need the admin token as a Bearer token", "authentication_error")
         parts = path.split("/")[1:]
         if method == "POST" and parts == ["rollouts"]:
-            data = await self._admin_body(headers, receive)
-            try:
-                created, token = await self.service.create_rollout(data.get("metadata") or {}, data.get("id"))
-            except ProxyError as exc:
-                raise HttpError(409, str(exc), "conflict") from None
-            return await send_json(send, 200, {"id": created.id, "token": token})
+            return await self._create(await self._admin_body(headers, receive), send)
         if method == "GET" and parts == ["rollouts"]:
             return await send_json(send, 200, {"rollouts": self.registry.summaries()})
-        rollout = self.registry.get(parts[1]) if len(parts) == 3 else None
+        try:
+            rollout = self.registry.get(parts[1]) if len(parts) == 3 else None
+        except StorageError as exc:
+            raise http_error(None, exc) from None
         if rollout is None:
-            raise HttpError(404, f"no route {method} {path} (or no such rollout)", "not_found_error")
+            raise HttpError(404, f"no route {method} {shown(path)} (or no such rollout)", "not_found_error")
         if method == "POST" and parts[2] == "finish":
             await self._finish(rollout, await self._admin_body(headers, receive), send)
         elif method == "GET" and parts[2] == "trajectory":
             await send_json(send, 200, rollout.trajectory.to_dict())
         else:
-            raise HttpError(404, f"no route {method} {path}", "not_found_error")
+            raise HttpError(404, f"no route {method} {shown(path)}", "not_found_error")
 
     async def _admin_body(self, headers, receive: Receive) -> dict[str, Any]:
+        """The body as an object; the proxy writes it back out (log, answers), so its nesting is bounded."""
         body = await read_body(receive, headers, self.max_body_bytes)
         data = parse_json(headers, body) if body.strip() else {}
         if not isinstance(data, dict):
             raise HttpError(400, "the body must be a JSON object")
+        if nesting_exceeds(data, MAX_JSON_DEPTH):
+            raise HttpError(400, f"the body nests lists/objects more than {MAX_JSON_DEPTH} levels deep")
         return data
+
+    async def _create(self, data: dict[str, Any], send: Send) -> None:
+        metadata = object_field(data, "metadata")
+        try:
+            rollout_id = None if data.get("id") is None else check_rollout_id(data["id"])
+            created, token = await self.service.create_rollout(metadata, rollout_id)
+        except BadRequest as exc:
+            raise HttpError(400, exc.what) from None
+        except StorageError as exc:
+            raise http_error(None, exc) from None
+        except ProxyError as exc:
+            raise HttpError(409, str(exc), "conflict") from None
+        await send_json(send, 200, {"id": created.id, "token": token})
 
     async def _finish(self, rollout, data: dict[str, Any], send: Send) -> None:
         reward = data.get("reward")
         if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
             raise HttpError(400, "reward must be a number or null")
-        status, metadata = data.get("status", "completed"), data.get("metadata") or {}
-        if not isinstance(status, str) or not isinstance(metadata, dict):
-            raise HttpError(400, "status must be a string and metadata an object")
+        status, metadata = data.get("status", "completed"), object_field(data, "metadata")
+        if not isinstance(status, str):
+            raise HttpError(400, "status must be a string")
         try:
             await self.service.finish_rollout(rollout, reward, status, metadata)
+        except StorageError as exc:  # the rollout stays open: the same finish can be sent again
+            raise http_error(None, exc) from None
         except ProxyError as exc:
             raise HttpError(409, str(exc), "conflict") from None
         await send_json(send, 200, rollout.trajectory.summary())
+
+
+def object_field(data: dict[str, Any], name: str) -> dict[str, Any]:
+    """``data[name]`` as an object: missing or null is empty, anything else but an object a 400."""
+    value = data.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise HttpError(400, f"{name} must be an object")
+    return value
+
+
+def error_body(dialect: Dialect | None, exc: HttpError) -> dict[str, Any]:
+    if dialect is not None:
+        return dialect.error(exc.status, exc.message, exc.kind, exc.code)
+    return {"error": {"message": exc.message, "type": exc.kind}}
 
 
 async def chain(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:

@@ -34,6 +34,10 @@ class ProxyConfig(BaseModel):
     """Engine calls at once (0: no limit); the rest wait, and their wait is the queue time."""
     engine: EngineConfig = Field(default_factory=VLLMEngineConfig)
     """The inference engine behind the proxy (vLLM from ``forge serve`` unless set; ``scripted`` for tests)."""
+    max_context_tokens: int = Field(0, ge=0)
+    """The policy's context in tokens (prompt + answer): a prompt that leaves no room to sample is refused
+    before it reaches the engine, with the harness's own context-length error (harnesses compact on it).
+    0: not set here; the vLLM engine's ``max_model_len`` applies (the smaller of the two when both are known)."""
     max_tokens: int = Field(4096, ge=0)
     """Response cap per call: used when a harness sets no max_tokens (Codex, Claude Code) and as the
     ceiling when it asks for more, so one rambling call cannot hold a rollout until the context is

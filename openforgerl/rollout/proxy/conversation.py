@@ -8,10 +8,15 @@ template renders them to the same text whatever dialect or content-part layout t
 from __future__ import annotations
 
 import json
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from openforgerl.errors import UserError
+
+MAX_JSON_DEPTH = 128
+"""Deepest nesting of lists/objects the proxy accepts where it writes a value back out as JSON
+(metadata into logs and answers): orjson refuses to write more than 254 levels."""
 
 
 class BadRequest(UserError):
@@ -22,6 +27,27 @@ class BadRequest(UserError):
         super().__init__(what)
 
 
+class ContextTooLong(BadRequest):
+    """The prompt does not fit the model's context (no room for one sampled token). Harnesses react to
+    this error (Codex: code ``context_length_exceeded``, Claude Code: "prompt is too long") by compacting."""
+
+    def __init__(self, tokens: int, limit: int, *, at_least: bool = False) -> None:
+        self.tokens, self.limit, self.at_least = tokens, limit, at_least
+        more = "at least " if at_least else ""
+        super().__init__(f"the prompt has {more}{tokens} tokens; the model's context is {limit}")
+
+
+def nesting_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether lists/objects in ``value`` nest more than ``limit`` levels deep (level by level, no recursion)."""
+    level = [value] if isinstance(value, (dict, list)) else []
+    for _ in range(limit):
+        level = [child for node in level for child in (node.values() if isinstance(node, dict) else node)
+                 if isinstance(child, (dict, list))]
+        if not level:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -29,10 +55,13 @@ class ToolCall:
     arguments: str  # JSON text, as the model wrote it (re-serialised only if it was not JSON)
 
     def arguments_object(self) -> Any:
+        """The arguments as JSON values; as the text itself when they are not JSON (or nest too deep to
+        be written back out)."""
         try:
-            return json.loads(self.arguments)
-        except ValueError:
+            value = json.loads(self.arguments)
+        except (ValueError, RecursionError):
             return self.arguments
+        return self.arguments if nesting_exceeds(value) else value
 
 
 @dataclass
@@ -60,6 +89,7 @@ class ChatRequest:
     tool_choice: ToolChoice = "auto"
     include_usage: bool = False
     prompt_tokens: int = 0  # filled in by the proxy once the prompt is built
+    call: int = -1  # the call's index in its rollout, filled in by the proxy once the call begins
     extra: dict[str, Any] = field(default_factory=dict)  # dialect bits echoed back (e.g. tools list)
 
 
@@ -81,6 +111,20 @@ class Finish:
 
 
 Event = TextDelta | ToolCallDone | Finish
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlevel = 40, 40, 2
+
+
+def shown(value: Any) -> str:
+    """A client's value for an error message: short, whatever its size or nesting."""
+    return _SHORT.repr(value)
+
+
+def model_name(value: Any) -> str:
+    expect(value is None or isinstance(value, str), "model must be a string")
+    return value or ""
 
 
 def expect(cond: bool, what: str) -> None:
@@ -125,7 +169,7 @@ def function_tool(name: Any, description: Any, parameters: Any, where: str) -> d
     if isinstance(description, str):
         spec["description"] = description
     if parameters is not None:
-        expect(isinstance(parameters, dict), f"{where}: tool {name!r} parameters must be an object")
+        expect(isinstance(parameters, dict), f"{where}: tool {shown(name)} parameters must be an object")
         spec["parameters"] = parameters
     return {"type": "function", "function": spec}
 

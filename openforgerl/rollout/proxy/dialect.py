@@ -80,8 +80,14 @@ class Dialect(ABC):
         """The SSE byte chunks of a streaming answer, emitted as events arrive."""
 
     @abstractmethod
-    def error(self, status: int, message: str, kind: str) -> dict[str, Any]:
-        """An error body in this dialect's shape."""
+    def error(self, status: int, message: str, kind: str, code: str | None = None) -> dict[str, Any]:
+        """An error body in this dialect's shape (``code``: a machine-readable reason, where it has one)."""
+
+    def too_long(self, tokens: int, limit: int, at_least: bool) -> str:
+        """The message of a prompt over the context, as this API words it (OpenAI's by default)."""
+        more = "at least " if at_least else ""
+        return (f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+                f"{more}{tokens} tokens. Please reduce the length of the messages.")
 
     def stream_error(self, status: int, message: str, kind: str) -> bytes:
         """An error that happens after a stream started (default: an SSE ``error`` event)."""

@@ -54,6 +54,11 @@ class Engine(ABC):
         generation = await self.generate(prompt_ids, sampling)
         yield TokenChunk(generation.token_ids, generation.logprobs, generation.finish_reason)
 
+    async def context_tokens(self) -> int | None:
+        """The model's context in tokens (prompt + answer), when the engine can tell; None: unknown for
+        now (the proxy asks again on the next call). Never raises: an engine that is down fails its call."""
+        return None
+
     async def aclose(self) -> None:
         """Release connections; the proxy calls it once on shutdown."""
 

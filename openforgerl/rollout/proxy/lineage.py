@@ -7,18 +7,28 @@ assistant message equal to what the model answered there. Anything else starts a
 
 Heads keep only a hash and a length of the last prompt text, so memory does not grow with the
 conversation, and a head can be rebuilt from the write-ahead log after a restart.
+
+Planning is two steps: ``draft`` (render, hash, tokenise: the expensive part, run in a worker thread
+against a snapshot of the heads) and ``reserve`` (on the event loop: claim the head it extends, or
+branch when another call got there first). The proxy drafts one call of a rollout at a time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from openforgerl.rollout.proxy.conversation import ContextTooLong
 from openforgerl.rollout.proxy.template import ChatTemplate
 from openforgerl.rollout.proxy.tool_parser import ToolParser
 from openforgerl.rollout.trajectory import CallKind, CallRecord, Trajectory
+
+SLACK = 1.25
+"""Headroom of the character pre-check: a re-rendered history may be a little longer than the text
+of the exact ids it reuses (JSON re-serialised with spaces)."""
 
 
 def text_sha(text: str) -> str:
@@ -33,6 +43,13 @@ def reply_key(content: str, calls: list[tuple[str, Any]]) -> str:
 def message_reply_key(message: dict[str, Any]) -> str:
     calls = [(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
     return reply_key(message.get("content") or "", calls)
+
+
+def check_fits(tokens: int, limit: int, stopped_early: bool = False) -> None:
+    """Refuse a prompt that leaves no room to sample (``limit`` 0: unknown, unchecked). ``stopped_early``:
+    the count comes from an encoding that may have stopped once past ``limit``, so it is a lower bound."""
+    if limit and tokens >= limit:
+        raise ContextTooLong(tokens, limit, at_least=stopped_early and tokens > limit)
 
 
 @dataclass
@@ -75,18 +92,40 @@ class Lineage:
         self.parser = parser
         self.heads: dict[int, Head] = {}
 
-    def plan(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-             trajectory: Trajectory) -> Plan:
+    def snapshot(self) -> list[Head]:
+        """The heads a draft may extend (taken on the event loop; ``Head`` objects are replaced, not
+        changed, when a call moves them on, except for ``busy``, which only ``reserve`` reads)."""
+        return sorted(self.heads.values(), key=lambda h: -h.text_len)
+
+    def draft(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], heads: list[Head],
+              trajectory: Trajectory, limit: int = 0) -> Plan:
+        """The prompt of a call (thread-safe against the event loop: it reads only ``heads`` and the first,
+        never-changing ids of segments). Raises ``ContextTooLong`` when the prompt has ``limit`` tokens or
+        more (0: unchecked), by its length in characters before tokenising anything."""
         text = self.template.render(messages, tools, True)
+        if limit and len(text) > limit * self.template.max_token_chars() * SLACK:
+            raise ContextTooLong(int(len(text) / (self.template.max_token_chars() * SLACK)), limit, at_least=True)
         info = (len(text), text_sha(text), len(messages))
-        for head in sorted(self.heads.values(), key=lambda h: -h.text_len):
-            plan = self._extend(head, messages, text, info, trajectory)
+        for head in heads:
+            plan = self._extend(head, messages, text, info, trajectory, limit)
             if plan is not None:
                 return plan
-        ids = self.template.encode_prompt(text)
+        ids = self.template.encode_prompt(text, limit)
+        check_fits(len(ids), limit, stopped_early=True)
         return Plan("clean" if not trajectory.segments else "fork", ids, None, ids, None, *info)
 
-    def _extend(self, head: Head, messages, text: str, info, trajectory) -> Plan | None:
+    def reserve(self, plan: Plan) -> Plan:
+        """Claim the head ``plan`` extends; if a concurrent call holds it (or moved it on meanwhile),
+        the call branches into a new segment from the same exact ids."""
+        head = plan.extends
+        if head is None:
+            return plan
+        if head.busy or self.heads.get(head.segment) is not head:
+            return dataclasses.replace(plan, kind="fork", extends=None)
+        head.busy = True
+        return plan
+
+    def _extend(self, head: Head, messages, text: str, info, trajectory, limit: int) -> Plan | None:
         n, start = head.n_messages, head.text_len
         if (start >= len(text) or n >= len(messages) or messages[n]["role"] != "assistant"
                 or message_reply_key(messages[n]) != head.reply or text_sha(text[:start]) != head.text_sha):
@@ -99,11 +138,10 @@ class Lineage:
             return None
         sampled = head.answer_ids[:-1] if head.ended_on_stop else head.answer_ids
         kind: CallKind = "clean" if self.template.decode(sampled, False) == text[start:end] else "realigned"
-        suffix = self.template.encode_prompt(text[end + len(eot):] if head.ended_on_stop else text[end:])
+        room = max(limit - head.n_ids, 1) if limit else 0
+        suffix = self.template.encode_prompt(text[end + len(eot):] if head.ended_on_stop else text[end:], room)
+        check_fits(head.n_ids + len(suffix), limit, stopped_early=True)
         prompt = trajectory.segments[head.segment].ids(head.n_ids) + suffix
-        if head.busy:  # a concurrent call already extends this head: branch into a new segment
-            return Plan("fork", prompt, (head.segment, head.n_ids), suffix, None, *info)
-        head.busy = True
         return Plan(kind, prompt, (head.segment, head.n_ids), suffix, head, *info)
 
     def release(self, plan: Plan) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 
 from openforgerl.errors import ProxyError
 from openforgerl.log import get_logger
+from openforgerl.rollout.proxy.conversation import BadRequest, shown
 from openforgerl.rollout.proxy.lineage import Lineage
 from openforgerl.rollout.proxy.store import RolloutLog, Store, finished_summary, parse_events
 from openforgerl.rollout.proxy.template import ChatTemplate
@@ -26,6 +28,16 @@ log = get_logger(__name__)
 
 ROLLOUT_ID_PREFIX = "r-"
 """Rollout ids the proxy makes start with it; reply ids carry the rest."""
+ROLLOUT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""What a chosen rollout id may be: it names the rollout's log file, so no path separators, no dot first."""
+
+
+def check_rollout_id(value: object) -> str:
+    """``value`` as a rollout id; a ``BadRequest`` when it is not one."""
+    if not isinstance(value, str) or not ROLLOUT_ID.fullmatch(value):
+        raise BadRequest(f"id must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit; "
+                         f"got {shown(value)}")
+    return value
 
 
 def token_sha(token: str) -> str:
@@ -42,17 +54,21 @@ class Rollout:
     created: float = field(default_factory=time.time)
     next_call: int = 0
     in_flight: set[int] = field(default_factory=set)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # log writes + applying them, in order
+    planning: asyncio.Lock = field(default_factory=asyncio.Lock)  # one call drafted at a time, in order
 
     @property
     def open(self) -> bool:
         return self.trajectory.status == "running"
 
     def begin_call(self) -> int:
-        index, self.next_call = self.next_call, self.next_call + 1
-        self.in_flight.add(index)
+        """The next call's index, marked in flight once its ``start`` is in the log (when that write
+        fails, a ``StorageError`` and nothing begun)."""
+        index = self.next_call
         if self.log:
             self.log.append({"t": "start", "i": index, "at": time.time()}, sync=False)
+        self.next_call = index + 1
+        self.in_flight.add(index)
         return index
 
     def apply(self, record: CallRecord) -> None:
@@ -79,11 +95,12 @@ class Registry:
         self.keep_finished = keep_finished
         self._finished: list[str] = []
 
-    def _new(self, rollout_id: str, sha: str, metadata: dict[str, Any], register: bool = True) -> Rollout:
+    def _new(self, rollout_id: str, sha: str, metadata: dict[str, Any], register: bool = True,
+             new: bool = False) -> Rollout:
         rollout = Rollout(id=rollout_id, token_sha=sha,
                           trajectory=Trajectory(rollout_id, metadata=dict(metadata)),
                           lineage=Lineage(self.template, self.parser),
-                          log=self.store.open_log(rollout_id) if self.store and register else None)
+                          log=self.store.open_log(rollout_id, new) if self.store and register else None)
         if register:
             self.by_id[rollout_id] = rollout
             self.by_token[sha] = rollout
@@ -117,14 +134,21 @@ class Registry:
 
     def create(self, metadata: dict[str, Any] | None = None,
                rollout_id: str | None = None) -> tuple[Rollout, str, dict[str, Any]]:
-        """A new rollout, its token, and the ``open`` event the caller must make durable."""
-        rollout_id = rollout_id or ROLLOUT_ID_PREFIX + secrets.token_hex(8)
-        if rollout_id in self.by_id:
+        """A new rollout, its token, and the ``open`` event the caller must make durable (or ``discard``)."""
+        rollout_id = ROLLOUT_ID_PREFIX + secrets.token_hex(8) if rollout_id is None else check_rollout_id(rollout_id)
+        if rollout_id in self.by_id or rollout_id in self.retired:
             raise ProxyError(f"rollout {rollout_id!r} exists already")
         token = "fr-" + secrets.token_urlsafe(32)
-        rollout = self._new(rollout_id, token_sha(token), metadata or {})
+        rollout = self._new(rollout_id, token_sha(token), metadata or {}, new=True)
         return rollout, token, {"t": "open", "id": rollout_id, "token_sha": rollout.token_sha,
                                 "created": rollout.created, "metadata": rollout.trajectory.metadata}
+
+    def discard(self, rollout: Rollout) -> None:
+        """Forget a rollout just created whose ``open`` event could not be written (its log is empty)."""
+        self.by_id.pop(rollout.id, None)
+        self.by_token.pop(rollout.token_sha, None)
+        if rollout.log:
+            rollout.log.remove_if_empty()
 
     def by_api_key(self, key: str | None) -> Rollout | None:
         rollout = self.by_token.get(token_sha(key)) if key else None

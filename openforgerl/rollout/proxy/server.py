@@ -30,12 +30,15 @@ def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine:
     template = template or load_chat_template(config.model, config.tokenizer)
     parser = make_tool_parser(config.tool_parser)
     engine = engine or make_engine(config.engine, template, parser)
-    registry = Registry(template, parser, Store(config.data_dir))
+    store = Store(config.data_dir)
+    store.check_writable()  # before recovery writes to logs, and before a harness is answered unrecorded
+    registry = Registry(template, parser, store)
     recovered = registry.recover()
     if recovered:
         log.info("recovered %d rollouts from %s", recovered, config.data_dir)
     service = ProxyService(template, parser, engine, registry, max_inflight=config.max_inflight,
-                           force_tool_calls=config.force_tool_calls, max_tokens=config.max_tokens)
+                           force_tool_calls=config.force_tool_calls, max_tokens=config.max_tokens,
+                           max_context_tokens=config.max_context_tokens)
     return ProxyApp(service, admin_token=config.admin_token, model=config.model,
                     unknown_model=config.unknown_model, max_body_bytes=config.max_body_bytes)
 

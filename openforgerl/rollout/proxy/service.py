@@ -2,8 +2,15 @@
 
 Key invariant: a call's record reaches the rollout's log before the last event of its answer
 (``Finish``) is handed to the dialect, so nothing a harness was answered can be lost. Calls that
-end badly are recorded too: ``engine_error`` (the engine failed: a 503 for the harness) and
-``client_disconnected`` (the harness went away; the engine request is cancelled).
+end badly are recorded too: ``engine_error`` (the engine failed: a 503; or refused the call: a 400,
+recorded without its prompt) and ``client_disconnected`` (the harness went away; the engine request
+is cancelled). A call whose record cannot be written (disk full) is answered with a storage error
+and kept in memory as ``interrupted``, which is what recovery will find in the log.
+
+Planning (render + tokenise) runs in worker threads, so one huge prompt never stalls the event loop;
+a rollout's calls are planned one at a time, in arrival order, each against the lineage the ones
+before it left. Prompts that do not fit the model's context are refused before they are tokenised
+in full (``lineage.draft``) and before anything is recorded.
 """
 
 from __future__ import annotations
@@ -12,10 +19,10 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from openforgerl.errors import ProviderError
 from openforgerl.log import get_logger
@@ -29,17 +36,31 @@ from openforgerl.rollout.proxy.conversation import (
     ToolCallDone,
 )
 from openforgerl.rollout.proxy.engine import Engine
-from openforgerl.rollout.proxy.lineage import Plan
+from openforgerl.rollout.proxy.lineage import Head, Plan, check_fits
 from openforgerl.rollout.proxy.rollouts import Registry, Rollout
+from openforgerl.rollout.proxy.store import StorageError
 from openforgerl.rollout.proxy.template import ChatTemplate, IncrementalDecoder
 from openforgerl.rollout.proxy.tool_parser import ToolParser
 from openforgerl.rollout.trajectory import CallRecord
 
 log = get_logger(__name__)
+T = TypeVar("T")
+PLAN_WORKERS = 8
+"""Calls planned at once (across rollouts): one huge prompt occupies one worker, the others go on."""
 
 
 def ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:500] or type(exc).__name__
+
+
+def retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark a shielded task's outcome as seen: its caller may have been cancelled and never look."""
+    if not task.cancelled():
+        task.exception()
 
 
 @dataclass
@@ -58,12 +79,12 @@ class CallState:
     n_calls: int = 0
     marks: dict[str, float] = field(default_factory=dict)
 
-    def record(self, status, error: str = "") -> CallRecord:
+    def record(self, status, error: str = "", keep_prompt: bool = True) -> CallRecord:
         plan = self.plan
         return CallRecord(
             index=self.index, status=status, kind=plan.kind,
             segment=plan.extends.segment if plan.extends is not None else -1, base=plan.base,
-            prompt_suffix=plan.prompt_suffix, forced=self.forced, response=self.response,
+            prompt_suffix=plan.prompt_suffix if keep_prompt else [], forced=self.forced, response=self.response,
             logprobs=self.logprobs, finish=self.finish, dialect=self.dialect,
             telemetry=self.telemetry(), head=plan.head_info(), error=error)
 
@@ -83,12 +104,16 @@ class ProxyService:
     """Serves calls for the rollouts in ``registry``."""
 
     def __init__(self, template: ChatTemplate, parser: ToolParser, engine: Engine, registry: Registry,
-                 max_inflight: int = 0, force_tool_calls: int = 0, max_tokens: int = 0) -> None:
+                 max_inflight: int = 0, force_tool_calls: int = 0, max_tokens: int = 0,
+                 max_context_tokens: int = 0) -> None:
         self.template, self.parser, self.engine, self.registry = template, parser, engine, registry
         self.force_tool_calls = force_tool_calls
         self.max_tokens = max_tokens
+        self.max_context_tokens = max_context_tokens
+        self._engine_context: int | None = None  # asked from the engine until it answers
         self._slots = asyncio.Semaphore(max_inflight) if max_inflight > 0 else None
         self._io = ThreadPoolExecutor(max_workers=8, thread_name_prefix="forge-wal")
+        self._cpu = ThreadPoolExecutor(max_workers=PLAN_WORKERS, thread_name_prefix="forge-plan")
 
     def _capped(self, sampling: Sampling) -> Sampling:
         """The harness's sampling with the proxy's response cap: the default when it sets none, the ceiling
@@ -97,8 +122,22 @@ class ProxyService:
             return sampling
         return dataclasses.replace(sampling, max_tokens=self.max_tokens)
 
-    def prompt_tokens(self, request: ChatRequest) -> int:
-        return len(self.template.encode(self.template.render(request.messages, request.tools, True)))
+    async def context_limit(self) -> int:
+        """Tokens a prompt must stay under: the smaller of ``max_context_tokens`` and the engine's context
+        (vLLM: ``max_model_len``); 0 when neither is known (then only the engine checks)."""
+        if self._engine_context is None:
+            self._engine_context = await self.engine.context_tokens()
+        return min([n for n in (self.max_context_tokens, self._engine_context) if n], default=0)
+
+    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run CPU-heavy ``fn`` in a planning worker thread, off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._cpu, fn, *args)
+
+    async def count_tokens(self, request: ChatRequest, rollout: Rollout) -> int:
+        """The prompt's tokens, as a call would have them without prefix reuse; past the context, the
+        same ``ContextTooLong`` a call gets (counting stops there)."""
+        limit = await self.context_limit()
+        return len((await self.offload(self._draft, rollout, request, [], limit)).prompt_ids)
 
     def forced_ids(self, request: ChatRequest, call_index: int = 0) -> list[int]:
         if request.tools and request.tool_choice == "auto" and call_index < self.force_tool_calls:
@@ -108,35 +147,60 @@ class ProxyService:
         name = None if request.tool_choice == "required" else request.tool_choice
         return self.template.encode(self.parser.forced_prefix(name))
 
-    async def turn(self, rollout: Rollout, request: ChatRequest, dialect: str,
-                   received: float) -> AsyncIterator[Event]:
-        """The events of one call; recorded before ``Finish`` is yielded."""
+    async def _plan(self, rollout: Rollout, request: ChatRequest) -> tuple[Plan, list[int]]:
+        """Draft the prompt in a worker thread, then claim the head it extends (see ``lineage``)."""
+        limit = await self.context_limit()
+        async with rollout.planning:
+            heads = rollout.lineage.snapshot()
+            plan = await self.offload(self._draft, rollout, request, heads, limit)
+            forced = self.forced_ids(request, rollout.next_call)  # the index begin_call gives it next
+            check_fits(len(plan.prompt_ids) + len(forced), limit)
+            return rollout.lineage.reserve(plan), forced
+
+    @staticmethod
+    def _draft(rollout: Rollout, request: ChatRequest, heads: list[Head], limit: int) -> Plan:
+        """``Lineage.draft`` (in a worker thread); a conversation the template cannot render is a 400."""
         try:
-            plan = rollout.lineage.plan(request.messages, request.tools, rollout.trajectory)
+            return rollout.lineage.draft(request.messages, request.tools, heads, rollout.trajectory, limit)
+        except BadRequest:
+            raise
         except Exception as exc:  # noqa: BLE001  (the template rejects this input: the caller's 400)
-            raise BadRequest(f"the chat template cannot render this conversation: {exc}") from exc
-        request.prompt_tokens = len(plan.prompt_ids)
-        index = rollout.begin_call()
-        state = CallState(rollout, plan, index, dialect, received, forced=self.forced_ids(request, index))
+            raise BadRequest(f"the chat template cannot render this conversation: {one_line(exc)}") from exc
+
+    async def turn(self, rollout: Rollout, request: ChatRequest, dialect: str,
+                   received: float) -> AsyncGenerator[Event, None]:
+        """The events of one call; recorded before ``Finish`` is yielded."""
+        plan, forced = await self._plan(rollout, request)
+        try:
+            index = rollout.begin_call()
+        except BaseException:  # the start could not be written (disk full): nothing began
+            rollout.lineage.release(plan)
+            raise
+        request.prompt_tokens, request.call = len(plan.prompt_ids), index
+        state = CallState(rollout, plan, index, dialect, received, forced=forced)
         state.marks["prepared"] = time.perf_counter()
-        committed = False
+        handed_over = False  # to commit, which ends the call (in flight, head) whatever happens here
         try:
             events = self._generate(state, request)
             async with contextlib.aclosing(events):
                 async for event in events:
                     yield event
             finish = self._finish_reason(state, request)
-            await self.commit(rollout, state.record("ok"))
-            committed = True
+            handed_over = True
+            await self.commit(rollout, state.record("ok"), plan)
             yield Finish(finish, len(plan.prompt_ids), len(state.forced) + len(state.response))
         except ProviderError as exc:
-            await self.commit(rollout, state.record("engine_error", str(exc)))
-            committed = True
+            handed_over = True
+            await self.commit(rollout, state.record("engine_error", str(exc)), plan)
+            raise
+        except BadRequest as exc:  # the engine refused the call: no use keeping a prompt it would not take
+            handed_over = True
+            await self.commit(rollout, state.record("engine_error", str(exc), keep_prompt=False), plan)
             raise
         finally:
-            if not committed:  # cancelled or closed: the harness went away mid-call
+            if not handed_over:  # cancelled or closed: the harness went away mid-call
                 self._commit_now(rollout, state.record("client_disconnected", "the client disconnected"))
-            rollout.lineage.release(plan)
+                rollout.lineage.release(plan)
 
     @staticmethod
     def _finish_reason(state: CallState, request: ChatRequest) -> Literal["stop", "length", "tool_calls"]:
@@ -187,28 +251,55 @@ class ProxyService:
 
     async def create_rollout(self, metadata: dict, rollout_id: str | None) -> tuple[Rollout, str]:
         rollout, token, event = self.registry.create(metadata, rollout_id)
-        await self.write(rollout, event)
+        try:
+            await self.write(rollout, event)
+        except Exception:  # a rollout whose open event is not on disk does not exist
+            self.registry.discard(rollout)
+            raise
         return rollout, token
 
     async def finish_rollout(self, rollout: Rollout, reward: float | None, status: str, metadata: dict) -> None:
+        """Finish ``rollout`` once the event is durable; when it cannot be written, the rollout stays open
+        (the finish can be sent again)."""
         async with rollout.lock:
             event = self.registry.finish_event(rollout, reward, status, metadata)
             await self.write(rollout, event)
             self.registry.finish(rollout, event)
 
-    async def commit(self, rollout: Rollout, record: CallRecord) -> None:
-        """Make ``record`` durable, then apply it; one at a time per rollout, in log order."""
-        async with rollout.lock:
-            self._place(rollout, record)
-            await self.write(rollout, {"t": "call", **record.to_wire()})
-            rollout.apply(record)
+    async def commit(self, rollout: Rollout, record: CallRecord, plan: Plan | None = None) -> None:
+        """Make ``record`` durable, then apply it and release ``plan``'s head. It runs to the end even
+        when the caller is cancelled meanwhile: a record written but never applied would leave the
+        head free for a call that then extends a stale prefix."""
+        task = asyncio.ensure_future(self._commit(rollout, record, plan))
+        task.add_done_callback(retrieved)
+        await asyncio.shield(task)
+
+    async def _commit(self, rollout: Rollout, record: CallRecord, plan: Plan | None) -> None:
+        """One at a time per rollout, in log order."""
+        try:
+            async with rollout.lock:
+                self._place(rollout, record)
+                try:
+                    await self.write(rollout, {"t": "call", **record.to_wire()})
+                except StorageError as exc:
+                    rollout.apply(unrecorded(record, exc))
+                    raise
+                rollout.apply(record)
+        finally:
+            rollout.in_flight.discard(record.index)
+            if plan is not None:
+                rollout.lineage.release(plan)
 
     def _commit_now(self, rollout: Rollout, record: CallRecord) -> None:
-        """The same, synchronously (from a cancelled task, which cannot await)."""
+        """The same, synchronously (from a cancelled task, which cannot await) and without fdatasync:
+        no answer depends on this record, and the event loop must not wait for the disk."""
         self._place(rollout, record)
         try:
             if rollout.log:
-                rollout.log.append({"t": "call", **record.to_wire()})
+                rollout.log.append({"t": "call", **record.to_wire()}, sync=False)
+        except StorageError as exc:
+            log.warning("the disconnected call %s of %s is not recorded: %s", record.index, rollout.id, exc)
+            record = unrecorded(record, exc)
         except Exception:  # noqa: BLE001  (recording a disconnect must not mask the cancellation)
             log.exception("could not record the disconnected call %s of %s", record.index, rollout.id)
         rollout.apply(record)
@@ -223,3 +314,11 @@ class ProxyService:
     async def aclose(self) -> None:
         await self.engine.aclose()
         self._io.shutdown(wait=True)
+        self._cpu.shutdown(wait=False, cancel_futures=True)
+
+
+def unrecorded(record: CallRecord, exc: StorageError) -> CallRecord:
+    """What memory keeps of a call its log could not take: ``interrupted``, as recovery will read it
+    (its ``start`` is in the log, its record is not)."""
+    return CallRecord(index=record.index, status="interrupted", dialect=record.dialect,
+                      telemetry=record.telemetry, error=f"not recorded: {exc.what}")

@@ -3,13 +3,20 @@
 Key invariant: ``render`` is *concatenative* for the templates we serve — the text of a
 conversation is a prefix of the text of any conversation that extends it. The prefix logic in
 ``lineage.py`` relies on that and falls back to a new segment when a template breaks it.
+Render and encode are called from worker threads (several rollouts at once), so templates keep
+no unguarded mutable state.
 """
 
 from __future__ import annotations
 
 import codecs
+import os
+import threading
 from abc import ABC, abstractmethod
 from typing import Any
+
+GIL_FREE_CHARS = 4096
+"""Longer texts are tokenised with the GIL released, so the event loop keeps running meanwhile."""
 
 
 class ChatTemplate(ABC):
@@ -42,9 +49,15 @@ class ChatTemplate(ABC):
         """The bytes each id decodes to (special ids: none), when decoding is per-token; else None."""
         return None
 
-    def encode_prompt(self, text: str) -> list[int]:
-        """``encode(text)`` for rendered prompts; implementations may cache whole turns."""
+    def encode_prompt(self, text: str, limit: int = 0) -> list[int]:
+        """``encode(text)`` for rendered prompts; implementations may cache whole turns, and may stop
+        early once they have more than ``limit`` ids (0: no limit), since such a prompt is refused anyway."""
         return self.encode(text)
+
+    def max_token_chars(self) -> int:
+        """The most characters one token can stand for: a text longer than ``n`` times this certainly
+        has more than ``n`` tokens, without tokenising it. The default suits BPE vocabularies."""
+        return 128
 
 
 def byte_level_alphabet() -> dict[str, int]:
@@ -70,38 +83,49 @@ class HFChatTemplate(ChatTemplate):
 
             raise UserError("the tokenizer has no chat template",
                             fix="load a tokenizer whose chat template supports tools (Hermes style)")
+        # encode_batch releases the GIL; one text at a time needs no thread pool, and a pool that was used
+        # makes tokenizers print a warning into every child process forked later (unless the user chose).
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         self.tokenizer = tokenizer
         eos = tokenizer.eos_token_id
         ids = {eos} if isinstance(eos, int) else set(eos or [])
         self._stop_ids = frozenset(ids)
         self._end_of_turn = tokenizer.eos_token or ""
         self._bytes: list[bytes] | None = None
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        self._fast_encode = (lambda text: backend.encode(text, add_special_tokens=False).ids) if backend else None
+        self._backend = getattr(tokenizer, "backend_tokenizer", None)
         self._turns: dict[str, list[int]] = {}  # rendered turn text -> ids (bounded, see encode_prompt)
+        self._turns_lock = threading.Lock()
         self._piecewise: bool | None = None
+        self._max_chars = 0
 
     def render(self, messages, tools, add_generation_prompt):
         return self.tokenizer.apply_chat_template(
             messages, tools=tools or None, add_generation_prompt=add_generation_prompt, tokenize=False)
 
     def encode(self, text):
-        if self._fast_encode is not None:
-            return self._fast_encode(text)
-        return self.tokenizer.encode(text, add_special_tokens=False)
+        if self._backend is None:
+            return self.tokenizer.encode(text, add_special_tokens=False)
+        if len(text) >= GIL_FREE_CHARS:  # same ids; tokenizers' encode would hold the GIL throughout
+            return self._backend.encode_batch([text], add_special_tokens=False)[0].ids
+        return self._backend.encode(text, add_special_tokens=False).ids
 
-    def encode_prompt(self, text):
-        """Encode turn by turn, reusing the ids of turns seen before (system prompts, tool lists).
+    def encode_prompt(self, text, limit=0):
+        """Encode turn by turn, reusing the ids of turns seen before (system prompts, tool lists), and
+        stop once there are more than ``limit`` ids.
 
         Splitting right after each end-of-turn special token gives the same ids as encoding the
         whole text (special tokens are cut out before BPE runs); checked once per template.
         """
-        if self._piecewise is None:
+        if self._piecewise is None:  # racing threads compute the same answer
             self._piecewise = self._check_piecewise()
         if not self._piecewise:
             return self.encode(text)
-        eot, ids, start = self._end_of_turn, [], 0
-        while start < len(text):
+        return self._pieces(text, limit)
+
+    def _pieces(self, text: str, limit: int = 0) -> list[int]:
+        eot, start = self._end_of_turn, 0
+        ids: list[int] = []
+        while start < len(text) and not (limit and len(ids) > limit):
             end = text.find(eot, start)
             end = len(text) if end < 0 else end + len(eot)
             ids += self._turn_ids(text[start:end])
@@ -109,13 +133,15 @@ class HFChatTemplate(ChatTemplate):
         return ids
 
     def _turn_ids(self, piece: str) -> list[int]:
-        ids = self._turns.get(piece)
+        with self._turns_lock:
+            ids = self._turns.get(piece)
         if ids is None:
             ids = self.encode(piece)
             if len(piece) > 200:  # short pieces are cheap to encode; keep the cache for big turns
-                if len(self._turns) >= 1024:
-                    self._turns.pop(next(iter(self._turns)))
-                self._turns[piece] = ids
+                with self._turns_lock:
+                    if len(self._turns) >= 1024:
+                        self._turns.pop(next(iter(self._turns)))
+                    self._turns[piece] = ids
         return ids
 
     def _check_piecewise(self) -> bool:
@@ -125,11 +151,14 @@ class HFChatTemplate(ChatTemplate):
                   {"role": "user", "content": " leading space\n\n"}, {"role": "assistant", "content": "x  "},
                   {"role": "user", "content": "y"}]
         text = self.render(sample, None, True)
-        self._piecewise = True
-        try:
-            return self.encode_prompt(text) == self.encode(text)
-        finally:
-            self._piecewise = None
+        return self._pieces(text) == self.encode(text)
+
+    def max_token_chars(self):
+        """The longest token in the vocabulary, special ones included (byte-level vocabularies spell each
+        byte as one character, so this is its length in bytes: at least its length in characters)."""
+        if not self._max_chars:
+            self._max_chars = max(map(len, self.tokenizer.get_vocab()), default=1)
+        return self._max_chars
 
     def decode(self, ids, skip_special=True):
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special)

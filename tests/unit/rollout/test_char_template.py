@@ -28,7 +28,7 @@ START, END = 256, 257
 # -- tokens -------------------------------------------------------------------------------------
 
 
-@settings(max_examples=200)
+@settings(max_examples=80)
 @given(text=st.text())
 def test_any_text_round_trips_exactly(text):
     assert TEMPLATE.decode(TEMPLATE.encode(text), skip_special=False) == text
@@ -90,7 +90,7 @@ TOOL = [{"type": "function", "function": {"name": "ls", "description": "List <di
 tools = st.sampled_from([None, [], TOOL])
 
 
-@settings(max_examples=300)
+@settings(max_examples=120)
 @given(messages=st.lists(message, min_size=1, max_size=8), tools=tools, data=st.data())
 def test_render_is_concatenative(messages, tools, data):
     k = data.draw(st.integers(1, len(messages)))
@@ -104,7 +104,7 @@ def single_tool_results(messages: list[dict]) -> bool:
     return all(not (a["role"] == b["role"] == "tool") for a, b in zip(messages, messages[1:], strict=False))
 
 
-@settings(max_examples=200)
+@settings(max_examples=80)
 @given(system=content, rest=st.lists(message, max_size=6).filter(single_tool_results), tools=tools,
        generation=st.booleans())
 def test_renders_the_shipped_smollm2_template_text_when_it_starts_with_a_system_turn(system, rest, tools, generation):
@@ -136,7 +136,7 @@ script_turn = st.builds(lambda text, calls: ScriptTurn(text=text, tool_calls=cal
     st.fixed_dictionaries({"name": st.sampled_from(["ls", "cat"]), "arguments": ascii_arguments}), max_size=2))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(turn=script_turn)
 def test_what_the_scripted_engine_writes_the_parser_reads_back_and_the_template_re_renders(turn):
     """The condition for a 'clean' continuation: the parsed answer renders back to the sampled text."""

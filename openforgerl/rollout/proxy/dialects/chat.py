@@ -22,8 +22,10 @@ from openforgerl.rollout.proxy.conversation import (
     expect,
     function_tool,
     merge_leading_system,
+    model_name,
     number,
     positive_int,
+    shown,
     stop_list,
     text_of,
 )
@@ -70,7 +72,7 @@ def parse_message(message: Any, i: int) -> dict[str, Any]:
         return out
     if role in ("tool", "function"):
         return {"role": "tool", "content": content}
-    raise BadRequest(f"{where}.role {role!r} is not one of system, developer, user, assistant, tool")
+    raise BadRequest(f"{where}.role {shown(role)} is not one of system, developer, user, assistant, tool")
 
 
 def parse_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -122,7 +124,7 @@ class ChatCompletions(Dialect):
             stop=stop_list(body.get("stop")),
             seed=body.get("seed") if isinstance(body.get("seed"), int) else None)
         return ChatRequest(messages=messages, tools=parse_tools(body), sampling=sampling,
-                           stream=body.get("stream") is True, model=str(body.get("model") or ""),
+                           stream=body.get("stream") is True, model=model_name(body.get("model")),
                            tool_choice=parse_tool_choice(body.get("tool_choice")),
                            include_usage=isinstance(options, dict) and options.get("include_usage") is True)
 
@@ -165,5 +167,6 @@ class ChatCompletions(Dialect):
                                "model": reply.model, "choices": [], "usage": self._usage(event)})
         yield b"data: [DONE]\n\n"
 
-    def error(self, status: int, message: str, kind: str) -> dict[str, Any]:
-        return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    def error(self, status: int, message: str, kind: str, code: str | None = None) -> dict[str, Any]:
+        return {"error": {"message": message, "type": kind, "param": "messages" if code else None,
+                          "code": code or status}}

@@ -23,8 +23,10 @@ from openforgerl.rollout.proxy.conversation import (
     expect,
     function_tool,
     merge_leading_system,
+    model_name,
     number,
     positive_int,
+    shown,
     stop_list,
     text_of,
 )
@@ -91,7 +93,7 @@ def parse_messages(raw: Any) -> list[dict[str, Any]]:
         elif role in ("user", "system"):
             messages += parse_user(blocks, where, role)
         else:
-            raise BadRequest(f"{where}.role {role!r} must be user or assistant")
+            raise BadRequest(f"{where}.role {shown(role)} must be user or assistant")
     return messages
 
 
@@ -142,7 +144,7 @@ class Messages(Dialect):
                             top_k=positive_int(body.get("top_k"), "top_k"),
                             stop=stop_list(body.get("stop_sequences"), "stop_sequences"))
         return ChatRequest(messages=messages, tools=parse_tools(body.get("tools")), sampling=sampling,
-                           stream=body.get("stream") is True, model=str(body.get("model") or ""),
+                           stream=body.get("stream") is True, model=model_name(body.get("model")),
                            tool_choice=parse_tool_choice(body.get("tool_choice")))
 
     @staticmethod
@@ -192,5 +194,8 @@ class Messages(Dialect):
                          usage={"input_tokens": event.prompt_tokens, "output_tokens": event.completion_tokens})
                 yield ev("message_stop")
 
-    def error(self, status: int, message: str, kind: str) -> dict[str, Any]:
+    def error(self, status: int, message: str, kind: str, code: str | None = None) -> dict[str, Any]:
         return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
+
+    def too_long(self, tokens: int, limit: int, at_least: bool) -> str:
+        return f"prompt is too long: {tokens} tokens > {limit} maximum"  # what Claude Code looks for

@@ -24,8 +24,10 @@ from openforgerl.rollout.proxy.conversation import (
     expect,
     function_tool,
     merge_leading_system,
+    model_name,
     number,
     positive_int,
+    shown,
     text_of,
 )
 from openforgerl.rollout.proxy.dialect import Dialect, Reply, Turn, sse
@@ -62,7 +64,7 @@ def parse_item(messages: list[dict[str, Any]], item: Any, i: int) -> None:
     kind = item.get("type", "message" if "role" in item else None)
     if kind == "message":
         role = item.get("role")
-        expect(role in ROLES, f"{where}.role {role!r} is not one of {', '.join(ROLES)}")
+        expect(role in ROLES, f"{where}.role {shown(role)} is not one of {', '.join(ROLES)}")
         message = {"role": role, "content": text_of(item.get("content"), where)}
         if role == "assistant":
             message["_open"] = True  # function calls that follow belong to this turn
@@ -126,10 +128,12 @@ class Responses(Dialect):
         sampling = Sampling(max_tokens=positive_int(body.get("max_output_tokens"), "max_output_tokens"),
                             temperature=number(body.get("temperature"), "temperature", 0, 2),
                             top_p=number(body.get("top_p"), "top_p", 0, 1))
+        parallel = body.get("parallel_tool_calls", True)
+        expect(isinstance(parallel, bool), "parallel_tool_calls must be true or false")  # echoed in the answer
         return ChatRequest(messages=messages, tools=parse_tools(body.get("tools")), sampling=sampling,
-                           stream=body.get("stream") is True, model=str(body.get("model") or ""),
+                           stream=body.get("stream") is True, model=model_name(body.get("model")),
                            tool_choice=parse_tool_choice(body.get("tool_choice")),
-                           extra={"parallel_tool_calls": body.get("parallel_tool_calls", True)})
+                           extra={"parallel_tool_calls": parallel})
 
     @staticmethod
     def _text_item(reply: Reply, text: str, status: str) -> dict[str, Any]:
@@ -222,8 +226,9 @@ class Responses(Dialect):
                    arguments=call.arguments),
                 ev("response.output_item.done", output_index=index, item=item)]
 
-    def error(self, status: int, message: str, kind: str) -> dict[str, Any]:
-        return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    def error(self, status: int, message: str, kind: str, code: str | None = None) -> dict[str, Any]:
+        return {"error": {"message": message, "type": kind, "param": "input" if code else None,
+                          "code": code or status}}
 
     def stream_error(self, status: int, message: str, kind: str) -> bytes:
         return sse({"type": "response.failed", "response": {

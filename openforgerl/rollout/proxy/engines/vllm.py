@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from openforgerl.errors import ProviderError
-from openforgerl.rollout.proxy.conversation import BadRequest, Sampling
+from openforgerl.rollout.proxy.conversation import BadRequest, ContextTooLong, Sampling
 from openforgerl.rollout.proxy.engine import Engine, FinishReason, Generation, TokenChunk, VLLMEngineConfig
 
 if TYPE_CHECKING:
@@ -57,18 +57,34 @@ class VLLMEngine(Engine):
         if self._max_len is None:
             session = await self._client()
             async with self._errors("did not list its models"), session.get(self.base + "/v1/models") as resp:
-                data = orjson.loads(await resp.read())
-            cards = data.get("data") or [{}]
-            card = next((c for c in cards if c.get("id") == self._model), cards[0])
+                body = await resp.read()
+            card = self._card(body)
             self._model = self._model or card.get("id")
-            self._max_len = card.get("max_model_len") or 0
+            max_len = card.get("max_model_len")
+            self._max_len = max_len if isinstance(max_len, int) and max_len > 0 else 0
         return self._model or "", self._max_len or None
+
+    def _card(self, body: bytes) -> dict[str, Any]:
+        """The served model's card from a /v1/models answer (the first one if ours is not named)."""
+        try:
+            cards = [c for c in orjson.loads(body).get("data") or [] if isinstance(c, dict)]
+        except (ValueError, AttributeError) as exc:
+            raise ProviderError(f"vLLM at {self.base} answered /v1/models with no model list: {body[:200]!r}",
+                                fix="check that --engine-url points at a vLLM server") from exc
+        return next((c for c in cards if c.get("id") == self._model), cards[0] if cards else {})
+
+    async def context_tokens(self) -> int | None:
+        """``max_model_len`` from vLLM's model card (asked once; again after a failure)."""
+        try:
+            return (await self._model_info())[1]
+        except ProviderError:
+            return None
 
     async def _params(self, prompt_ids: list[int], sampling: Sampling) -> tuple[str, dict[str, Any]]:
         model, max_len = await self._model_info()
         room = max_len - len(prompt_ids) if max_len else None
-        if room is not None and room <= 0:
-            raise BadRequest(f"the prompt has {len(prompt_ids)} tokens; the model's context is {max_len}")
+        if room is not None and max_len and room <= 0:  # the proxy checks first; this is the backstop
+            raise ContextTooLong(len(prompt_ids), max_len)
         max_tokens = min(x for x in (sampling.max_tokens, room) if x is not None) if (
             sampling.max_tokens or room) else None
         params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": sampling.temperature,

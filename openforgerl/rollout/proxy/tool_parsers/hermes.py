@@ -1,14 +1,15 @@
 """Hermes / Qwen tool calls: ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``.
 
 Key invariant: text that is not a well-formed call stays text — a malformed call is shown to
-the harness as what the model wrote, never dropped.
+the harness as what the model wrote, never dropped. Arguments nested deeper than the proxy can write
+back out as JSON (a degenerate policy can sample thousands of brackets) count as malformed.
 """
 
 from __future__ import annotations
 
 import json
 
-from openforgerl.rollout.proxy.conversation import Event, TextDelta, ToolCall, ToolCallDone
+from openforgerl.rollout.proxy.conversation import Event, TextDelta, ToolCall, ToolCallDone, nesting_exceeds
 from openforgerl.rollout.proxy.tool_parser import ToolParser, ToolStream, new_call_id
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -17,9 +18,9 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 def parse_call(body: str) -> ToolCall | None:
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or nesting_exceeds(data):
         return None
     arguments = data.get("arguments", data.get("parameters", {}))
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

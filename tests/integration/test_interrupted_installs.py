@@ -4,7 +4,8 @@ is trusted, and the next run finishes the job.
 The package managers are stand-ins (``npm`` first on PATH, pip through ``install.PIP``, the model
 conversion patched in the child process): each records its pid in a log directory and, when told to
 be the slow step, keeps writing into its output until it is killed (or released by the test).
-Forge itself runs as a real subprocess, since what happens under signals is the point.
+Forge itself runs as a real subprocess, since what happens under signals is the point (which is
+also why these are not unit tests: each one starts and kills real process trees).
 """
 
 from __future__ import annotations
@@ -158,6 +159,15 @@ class Standins:
     def pip_command(self) -> str:
         return (f"from openforgerl.rollout.harnesses import install; install.PIP = [{str(self.bin / 'pip')!r}]\n"
                 "from openforgerl.cli import main; main(['harness', 'install', 'mini-swe-agent'])")
+
+
+@pytest.fixture
+def own_forge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Never the machine's forge home: the real installed harnesses and model stay untouched."""
+    home = tmp_path / "forge-home"
+    monkeypatch.setenv("OPENFORGERL_HOME", str(home))
+    monkeypatch.delenv("OPENFORGERL_DATA", raising=False)
+    return home
 
 
 @pytest.fixture
