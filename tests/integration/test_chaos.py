@@ -106,5 +106,7 @@ def test_a_chaos_run_ends_every_rollout_in_one_status_within_its_budgets(tmp_pat
         assert result["timings"].get("harness_s", 0) <= AGENT_TIMEOUT + 15, result
     assert all(r["sandbox"].get("tampered") for r in results if r["task"].startswith("replaced-cut"))
     assert all(r["sandbox"]["logs"]["truncated"] for r in results if r["task"].startswith("logs-1g"))
+    print(f"chaos run: {len(results)} rollouts, forge peak RSS {report['rss_mb']:.0f} MB, "
+          f"statuses {summary['statuses']}")
     assert report["rss_mb"] < RSS_BOUND_MB
     assert docker.from_env().containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_dir.name}"}) == []
