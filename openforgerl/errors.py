@@ -111,6 +111,12 @@ def map_os_errors(doing: str) -> Iterator[None]:
                 f"no space left on device while {doing}",
                 fix="free disk space (df -h) or point OPENFORGERL_HOME at a larger disk, then rerun",
             ) from exc
+        if exc.errno == errno.EROFS:
+            raise ResourceError(f"read-only filesystem while {doing}: {exc.filename or exc}",
+                                fix="choose a directory on a writable filesystem") from exc
+        if exc.errno == errno.EDQUOT:
+            raise ResourceError(f"disk quota exceeded while {doing}",
+                                fix="free space under your quota or choose another directory") from exc
         if exc.errno in (errno.EACCES, errno.EPERM):
             raise ResourceError(
                 f"permission denied while {doing}: {exc.filename or exc}",

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from openforgerl.config import save_resolved
-from openforgerl.errors import UserError
+from openforgerl.errors import UserError, map_os_errors
 from openforgerl.log import get_logger
 from openforgerl.manifest import published_tasks
 from openforgerl.rollout.harness import Harness
@@ -56,7 +56,15 @@ def load_tasks(paths: list[str]) -> list[Task]:
 def new_run_dir(config: RolloutConfig) -> tuple[Path, str]:
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{config.harness}"
     run_dir = Path(config.run_dir) if config.run_dir else Path("runs") / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with map_os_errors(f"creating the run directory {run_dir}"):
+            run_dir.mkdir(parents=True, exist_ok=True)
+            probe = run_dir / ".forge-writable"  # a read-only dir is found now, not at the first rollout's line
+            probe.write_text("")
+            probe.unlink()
+    except (FileNotFoundError, NotADirectoryError, FileExistsError) as exc:
+        raise UserError(f"cannot create the run directory {run_dir}: {exc.strerror}",
+                        fix="pass --run-dir a path whose parent is a directory you can write") from exc
     return run_dir, run_dir.name
 
 

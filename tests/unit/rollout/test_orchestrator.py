@@ -270,3 +270,28 @@ def test_the_admin_token_of_a_running_proxy_never_lands_in_the_run_directory(tmp
     given = resolve(RolloutConfig, None, ["proxy.admin_token=SECRET-ADMIN-TOKEN-123"])
     saved = save_resolved(given, tmp_path).read_text()
     assert "SECRET-ADMIN-TOKEN-123" not in saved and "admin_token: '**********'" in saved
+
+
+@pytest.mark.parametrize("where", ["under-a-file/run", "readonly/run"])
+def test_a_run_directory_that_cannot_be_written_is_one_line_before_any_sandbox(tmp_path: Path, where: str,
+                                                                               monkeypatch: pytest.MonkeyPatch):
+    import errno
+
+    from openforgerl.errors import ForgeError
+
+    (tmp_path / "under-a-file").write_text("not a directory")
+    real_mkdir = Path.mkdir
+
+    def mkdir(self: Path, *args, **kwargs) -> None:  # root writes through chmod: say what a read-only mount says
+        if "readonly" in str(self):
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    task = write_task(tmp_path / "tasks", "hello")
+    config = RolloutConfig(tasks=[str(task)], harness="nop", run_dir=str(tmp_path / where))
+    runtime = FakeRuntime(Scenario())
+    with pytest.raises(ForgeError) as raised:
+        asyncio.run(run_rollouts(config, harness=Agent(), runtime=runtime))
+    assert "\n" not in str(raised.value) and raised.value.fix and where.split("/")[0] in str(raised.value)
+    assert runtime.starts == 0
