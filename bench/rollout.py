@@ -106,6 +106,9 @@ def bench_throughput(rollouts: int, levels: list[int]) -> list[dict[str, float]]
                              {"name": "finish", "arguments": {}}]}]
     with tempfile.TemporaryDirectory() as tmp:
         task = write_task(Path(tmp), solution=None)
+        warm = RolloutConfig(tasks=[str(task)], harness="react", run_dir=f"{tmp}/warm",
+                             proxy=ProxySettings(engine={"type": "scripted", "turns": turns}))
+        asyncio.run(run_rollouts(warm))  # the task image and the harness layer are built before timing
         for level in levels:
             # One task, `rollouts` attempts; the scripted engine answers instantly, so this measures
             # orchestration: containers, harness start, proxy, verifier.
