@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.stack.base_image import MIRROR_ENV, find_mirror
 from openforgerl.errors import UserError
+from openforgerl.stack.base_image import MIRROR_ENV, find_mirror
 
 # Loopback addresses only: the parser must not care what the host is, and nothing here is contacted.
 MAIN = "http://127.0.0.1:3142/debian"

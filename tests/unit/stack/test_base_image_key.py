@@ -29,8 +29,8 @@ def test_cache_lives_under_the_forge_home(own_forge_home):
 
 
 def test_a_full_disk_while_packing_the_rootfs_names_the_disk_not_the_mirror(tmp_path):
-    from openforgerl.stack.base_image import _run
     from openforgerl.errors import ResourceError
+    from openforgerl.stack.base_image import _run
 
     (tmp_path / "rootfs").mkdir()
     (tmp_path / "rootfs" / "file").write_text("x" * 100_000)

@@ -8,10 +8,10 @@ import types
 import pytest
 from click.testing import CliRunner
 
-from openforgerl.plugins import NameTable
-from openforgerl.stack import parts as stack_parts
 from openforgerl.cli import cli
 from openforgerl.cli import stack as stack_cli  # noqa: F401  (registers the commands)
+from openforgerl.plugins import NameTable
+from openforgerl.stack import parts as stack_parts
 from openforgerl.stack.part import Part, PartStatus
 
 

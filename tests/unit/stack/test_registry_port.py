@@ -15,15 +15,6 @@ from openforgerl.stack.registry import PORT_ENV, RegistryPart, registry_address
 
 
 @pytest.fixture
-def silent_listener() -> Iterator[int]:
-    """A TCP socket on 127.0.0.1 that accepts connections and never answers."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(8)
-        yield sock.getsockname()[1]
-
-
-@pytest.fixture
 def http_server() -> Iterator[int]:
     """An HTTP server on 127.0.0.1 that is not a registry (404 everywhere)."""
 

@@ -7,9 +7,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -148,14 +146,6 @@ def test_wait_ready_returns_when_ready_and_times_out_otherwise():
 def test_log_tail_without_a_log():
     assert service("never").log_tail() == "(no log)"
     assert service("never").log_tail(block=True) == "    (no log)"
-
-
-@pytest.fixture
-def silent_listener() -> Iterator[int]:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(8)
-        yield sock.getsockname()[1]
 
 
 def free_port() -> int:
