@@ -56,6 +56,8 @@ class CallRecord:
     head: dict[str, Any] | None = None
     """What the proxy needs to recognise the next call of this lineage (see lineage.py)."""
     error: str = ""
+    digest: dict[str, Any] | None = None
+    """What the call meant (tools offered, results sent back, calls and text answered; see proxy/digest.py)."""
 
     def __post_init__(self) -> None:
         # logprobs are stored as float32 (what engines compute in); keep memory equal to disk
@@ -67,7 +69,7 @@ class CallRecord:
                                 "lp": pack_floats(self.logprobs), "fin": self.finish, "d": self.dialect,
                                 "tel": self.telemetry}
         for key, value in (("b", self.base), ("f", self.forced and pack_ids(self.forced)),
-                           ("h", self.head), ("err", self.error)):
+                           ("h", self.head), ("err", self.error), ("g", self.digest)):
             if value:
                 wire[key] = value
         return wire
@@ -79,7 +81,7 @@ class CallRecord:
                    prompt_suffix=unpack_ids(wire["p"]), forced=unpack_ids(wire.get("f", "")),
                    response=unpack_ids(wire["r"]), logprobs=unpack_floats(wire["lp"]),
                    finish=wire["fin"], dialect=wire["d"], telemetry=wire["tel"],
-                   head=wire.get("h"), error=wire.get("err", ""))
+                   head=wire.get("h"), error=wire.get("err", ""), digest=wire.get("g"))
 
 
 @dataclass
@@ -164,7 +166,8 @@ class Trajectory:
                 "metadata": self.metadata, "counts": self.counts(), "timings": self.timings(),
                 "segments": len(self.segments),
                 "calls": [{"index": c.index, "status": c.status, "kind": c.kind, "segment": c.segment,
-                           "finish": c.finish, "dialect": c.dialect, "error": c.error, **c.telemetry}
+                           "finish": c.finish, "dialect": c.dialect, "error": c.error, **c.telemetry,
+                           **({"digest": c.digest} if c.digest else {})}
                           for c in self.calls]}
 
     def to_dict(self) -> dict[str, Any]:

@@ -33,8 +33,10 @@ from openforgerl.rollout.proxy.conversation import (
     Finish,
     Sampling,
     TextDelta,
+    ToolCall,
     ToolCallDone,
 )
+from openforgerl.rollout.proxy.digest import call_digest
 from openforgerl.rollout.proxy.engine import Engine
 from openforgerl.rollout.proxy.lineage import Head, Plan, check_fits
 from openforgerl.rollout.proxy.rollouts import Registry, Rollout
@@ -78,6 +80,9 @@ class CallState:
     finish: str = ""
     n_calls: int = 0
     marks: dict[str, float] = field(default_factory=dict)
+    request: ChatRequest | None = None
+    calls: list[ToolCall] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
 
     def record(self, status, error: str = "", keep_prompt: bool = True) -> CallRecord:
         plan = self.plan
@@ -86,7 +91,8 @@ class CallState:
             segment=plan.extends.segment if plan.extends is not None else -1, base=plan.base,
             prompt_suffix=plan.prompt_suffix if keep_prompt else [], forced=self.forced, response=self.response,
             logprobs=self.logprobs, finish=self.finish, dialect=self.dialect,
-            telemetry=self.telemetry(), head=plan.head_info(), error=error)
+            telemetry=self.telemetry(), head=plan.head_info(), error=error,
+            digest=call_digest(self.request, self.calls, "".join(self.text)) if self.request else None)
 
     def telemetry(self) -> dict[str, float]:
         m, now = self.marks, time.perf_counter()
@@ -177,7 +183,7 @@ class ProxyService:
             rollout.lineage.release(plan)
             raise
         request.prompt_tokens, request.call = len(plan.prompt_ids), index
-        state = CallState(rollout, plan, index, dialect, received, forced=forced)
+        state = CallState(rollout, plan, index, dialect, received, forced=forced, request=request)
         state.marks["prepared"] = time.perf_counter()
         handed_over = False  # to commit, which ends the call (in flight, head) whatever happens here
         try:
@@ -216,7 +222,12 @@ class ProxyService:
             events: list[Event] = parser.feed(text) if parser else ([TextDelta(text)] if text else [])
             if last and parser:
                 events += parser.finish()
-            state.n_calls += sum(isinstance(e, ToolCallDone) for e in events)
+            for event in events:
+                if isinstance(event, ToolCallDone):
+                    state.n_calls += 1
+                    state.calls.append(event.call)
+                elif isinstance(event, TextDelta):
+                    state.text.append(event.text)
             return events
 
         for event in parse(decoder.push(state.forced)):

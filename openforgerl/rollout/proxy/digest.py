@@ -1,0 +1,41 @@
+"""What a call meant, in words a behaviour analysis reads: tools offered, tool results the harness
+sent back, the tool calls and text the model answered. Token ids say exactly what was sampled;
+these say what it was for, without a tokenizer.
+
+Invariant: a digest is small and bounded whatever the call carried (every text cut to
+``TEXT_LIMIT`` characters, at most ``ITEMS_LIMIT`` items per list), so it may ride on every record.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from openforgerl.rollout.proxy.conversation import ChatRequest, ToolCall
+
+TEXT_LIMIT = 400
+ITEMS_LIMIT = 32
+
+
+def cut(text: Any) -> str:
+    text = text if isinstance(text, str) else json.dumps(text, default=str)
+    return text if len(text) <= TEXT_LIMIT else text[:TEXT_LIMIT] + "…"
+
+
+def tool_results(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The tool results sent since the model last answered, each with the tool it answers (by order)."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    asked = [c.get("function", {}).get("name", "") for c in (messages[last].get("tool_calls") or [])] \
+        if last >= 0 else []
+    results = [m for m in messages[last + 1:] if m.get("role") == "tool"]
+    return [{"tool": asked[i] if i < len(asked) else "", "text": cut(m.get("content", ""))}
+            for i, m in enumerate(results[:ITEMS_LIMIT])]
+
+
+def call_digest(request: ChatRequest, calls: list[ToolCall], text: str) -> dict[str, Any]:
+    return {
+        "offered": [t.get("function", {}).get("name", "") for t in request.tools[:64]],
+        "results": tool_results(request.messages),
+        "calls": [{"name": c.name, "args": cut(c.arguments)} for c in calls[:ITEMS_LIMIT]],
+        "text": cut(text),
+    }
