@@ -88,6 +88,10 @@ class VerifierTable(_Table):
     """Wall-clock limit for tests/test.sh."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables for the verifier."""
+    transcript: bool = False
+    """Give the verifier the rollout's transcript: ``/logs/verifier/transcript.jsonl``, OpenClaw session
+    events made by the orchestrator from the proxy's record of the model calls (for graders that read
+    what the agent did, e.g. imported PinchBench / QwenClawBench tasks)."""
 
 
 class EnvironmentTable(_Table):

@@ -48,6 +48,7 @@ from openforgerl.rollout.runtime import (
 )
 from openforgerl.rollout.runtimes import runtime_config
 from openforgerl.rollout.runtimes.docker import DockerRuntimeConfig
+from openforgerl.rollout.transcript import to_jsonl, transcript_events
 from openforgerl.rollout.verify import run_verifier
 from openforgerl.tasks import Task
 
@@ -55,6 +56,8 @@ log = get_logger(__name__)
 Status = Literal["success", "failure", "agent_timeout", "infra_error", "verifier_error", "cancelled"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 MIB = 1024 * 1024
+TRANSCRIPT = "transcript.jsonl"
+"""In /logs/verifier, for tasks whose [verifier] transcript is set."""
 
 
 class RolloutConfig(BaseModel):
@@ -328,7 +331,8 @@ class Orchestrator:
 
     async def _verify_phase(self, sandbox: Sandbox, task: Task, result: RolloutResult) -> None:
         timeout = self.config.verifier_timeout_sec or task.config.verifier.timeout_sec
-        verdict = await run_verifier(sandbox, task, timeout, self.config.workdir)
+        files = await self._verifier_files(task, result)
+        verdict = await run_verifier(sandbox, task, timeout, self.config.workdir, files)
         result.timings["verifier_s"] = verdict.seconds
         _write(self.run_dir / "logs" / result.rollout_id / "verifier.stdout", verdict.stdout)
         _write(self.run_dir / "logs" / result.rollout_id / "verifier.stderr", verdict.stderr)
@@ -343,6 +347,14 @@ class Orchestrator:
         result.reward = verdict.reward
         if result.status == "failure" and verdict.reward is not None:  # the agent phase ended normally
             result.status = "success" if verdict.reward >= self.config.pass_threshold else "failure"
+
+    async def _verifier_files(self, task: Task, result: RolloutResult) -> dict[str, str]:
+        """What the verifier gets from the host: the transcript, when the task asks for it (empty when the
+        harness called no model: the instruction alone)."""
+        if not task.config.verifier.transcript:
+            return {}
+        calls = (await self.proxy.trajectory(result.rollout_id))["calls"] if self.proxy is not None else []
+        return {TRANSCRIPT: to_jsonl(transcript_events(task.instruction, calls))}
 
     async def _finish(self, result: RolloutResult, metadata: dict[str, Any], started: float) -> RolloutResult:
         """Close the proxy rollout with the outcome and save its trajectory (harnesses that call no model

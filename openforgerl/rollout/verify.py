@@ -29,13 +29,18 @@ def verifier_command(env: dict[str, str]) -> list[str]:
             *(f"{key}={value}" for key, value in env.items()), "bash", TEST_SH]
 
 
-async def run_verifier(sandbox: Sandbox, task: Task, timeout: float, workdir: str = "/app") -> Verdict:
+async def run_verifier(sandbox: Sandbox, task: Task, timeout: float, workdir: str = "/app",
+                       files: dict[str, str] | None = None) -> Verdict:
+    """``files``: name -> text written into the fresh ``/logs/verifier`` before the verifier runs (what the
+    host knows and the agent could not have written, e.g. the rollout's transcript)."""
     try:
         await sandbox.make_dirs([VERIFIER_DIR, TESTS_DIR], fresh=True)
         await sandbox.make_dirs([workdir])
     except SandboxError as exc:
         return Verdict(None, error=str(exc))
     await sandbox.put(task.tests_dir, "/")
+    if files:
+        await _put_files(sandbox, files)
     result = await sandbox.exec(verifier_command(task.config.verifier.env), user="0", timeout=timeout, cwd=workdir)
     if result.timed_out:
         return Verdict(None, error=f"verifier timed out after {timeout:.0f} s", seconds=result.seconds,
@@ -45,6 +50,15 @@ async def run_verifier(sandbox: Sandbox, task: Task, timeout: float, workdir: st
     if verdict.error and result.exit_code != 0:
         verdict.error += f" (test.sh exit {result.exit_code}: {result.tail(300)})"
     return verdict
+
+
+async def _put_files(sandbox: Sandbox, files: dict[str, str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="forge-verifier-in-") as tmp:
+        folder = Path(tmp) / Path(VERIFIER_DIR).name
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / Path(name).name).write_text(text, encoding="utf-8")
+        await sandbox.put(folder, str(Path(VERIFIER_DIR).parent))
 
 
 async def _read_reward(sandbox: Sandbox) -> Verdict:

@@ -3,7 +3,9 @@ sent back, the tool calls and text the model answered. Token ids say exactly wha
 these say what it was for, without a tokenizer.
 
 Invariant: a digest is small and bounded whatever the call carried (every text cut to
-``TEXT_LIMIT`` characters, at most ``ITEMS_LIMIT`` items per list), so it may ride on every record.
+``TEXT_LIMIT`` characters, a tool result to ``RESULT_LIMIT``, at most ``ITEMS_LIMIT`` items per
+list), so it may ride on every record. The model's own text and call arguments get the larger limit:
+a benchmark's grader reads them back as the rollout's transcript (``rollout/transcript.py``).
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from typing import Any
 
 from openforgerl.rollout.proxy.conversation import ChatRequest, ToolCall
 
-TEXT_LIMIT = 400
+TEXT_LIMIT = 2000
+RESULT_LIMIT = 1000
 ITEMS_LIMIT = 32
 
 
-def cut(text: Any) -> str:
+def cut(text: Any, limit: int = TEXT_LIMIT) -> str:
     text = text if isinstance(text, str) else json.dumps(text, default=str)
-    return text if len(text) <= TEXT_LIMIT else text[:TEXT_LIMIT] + "…"
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def tool_results(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -28,7 +31,7 @@ def tool_results(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     asked = [c.get("function", {}).get("name", "") for c in (messages[last].get("tool_calls") or [])] \
         if last >= 0 else []
     results = [m for m in messages[last + 1:] if m.get("role") == "tool"]
-    return [{"tool": asked[i] if i < len(asked) else "", "text": cut(m.get("content", ""))}
+    return [{"tool": asked[i] if i < len(asked) else "", "text": cut(m.get("content", ""), RESULT_LIMIT)}
             for i, m in enumerate(results[:ITEMS_LIMIT])]
 
 

@@ -229,6 +229,42 @@ def test_model_calls_through_the_proxy_are_saved_as_the_rollout_s_trajectory(tmp
     assert trajectory["status"] == "success" and trajectory["reward"] == 1.0 and len(trajectory["segments"]) == 2
 
 
+def test_a_task_that_asks_for_the_transcript_gets_it_from_the_proxy_s_record_not_from_the_agent(tmp_path: Path):
+    proxy = InProcessProxy([ScriptTurn(tool_calls=[{"name": "exec", "arguments": {"command": "ls"}}]),
+                            ScriptTurn(text="done")])
+    tools = [{"type": "function", "function": {"name": "exec", "parameters": {"type": "object"}}}]
+
+    async def agent(box, command, timeout):
+        box.write("/logs/verifier/transcript.jsonl", '{"forged": true}\n')  # planted: must be replaced
+        auth = {"authorization": f"Bearer {box.execs[-1][2]['OPENAI_API_KEY']}"}
+        messages = [{"role": "user", "content": "list"}]
+        async with proxy.client() as client:
+            first = (await client.post("/v1/chat/completions", headers=auth,
+                                       json={"model": "smollm2", "messages": messages, "tools": tools})).json()
+            call = first["choices"][0]["message"]["tool_calls"][0]
+            messages += [first["choices"][0]["message"], {"role": "tool", "tool_call_id": call["id"], "content": "a b"}]
+            await client.post("/v1/chat/completions", headers=auth,
+                              json={"model": "smollm2", "messages": messages, "tools": tools})
+        return await exits(0)(box, command, timeout)
+
+    seen = []
+
+    async def verifier(box, command, timeout):
+        seen.extend(json.loads(line) for line in box.read("/logs/verifier/transcript.jsonl").splitlines())
+        return await reward(1.0)(box, command, timeout)
+
+    runtime = FakeRuntime(Scenario(agent=agent, verifier=verifier))
+    _, [result] = run(tmp_path, runtime, harness=ModelAgent(), proxy=proxy.handle(),
+                      task={"instruction": "List the files.", "tables": {"verifier": {"transcript": True}}})
+    assert result.status == "success"
+    messages = [event["message"] for event in seen]
+    assert [m["role"] for m in messages] == ["user", "assistant", "toolResult", "assistant"]
+    assert messages[0]["content"] == [{"type": "text", "text": "List the files."}]
+    assert messages[1]["content"] == [{"type": "toolCall", "name": "exec", "arguments": {"command": "ls"}}]
+    assert messages[2]["toolName"] == "exec" and messages[2]["content"][0]["text"] == "a b"
+    assert messages[3]["content"] == [{"type": "text", "text": "done"}]
+
+
 def test_engine_errors_during_a_rollout_make_it_an_infra_error_not_a_policy_failure(tmp_path: Path):
     def engine_down(prompt_ids):
         raise ProviderError("vLLM did not answer")

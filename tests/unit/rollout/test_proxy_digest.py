@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from openforgerl.rollout.proxy.digest import RESULT_LIMIT
 from openforgerl.rollout.proxy.engine import ScriptTurn
 from openforgerl.testing.proxy import InProcessProxy
 
@@ -33,5 +34,5 @@ def test_digests_follow_the_conversation():
     first, second = calls[0]["digest"], calls[1]["digest"]
     assert first["offered"] == ["shell", "finish"] and first["results"] == []
     assert first["calls"] == [{"name": "shell", "args": '{"command": "ls /app"}'}]
-    assert second["results"][0]["tool"] == "shell" and len(second["results"][0]["text"]) <= 401
+    assert second["results"][0]["tool"] == "shell" and len(second["results"][0]["text"]) == RESULT_LIMIT + 1
     assert second["calls"] == [] and second["text"] == "All done."
