@@ -57,6 +57,10 @@ class TaskTable(_Table):
     """Task name; defaults to the directory name."""
     domain: Domain | None = None
     """gui (browser), claw (shell/files/services) or code (repo + tests)."""
+    needed_actions: list[Literal["write", "read", "list", "search", "test", "run", "browse", "observe", "plan"]] = \
+        Field(default_factory=list)
+    """What the task needs the agent to do, as action kinds (see evaluation/actions.py), whatever its
+    harness calls the tools: the behaviour report's needed_coverage."""
 
 
 class AgentTable(_Table):

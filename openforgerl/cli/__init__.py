@@ -24,7 +24,7 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from openforgerl.cli import build_env, harness, model, proxy, rollout, serve, stack, tasks  # noqa: F401  (registers)
+    from openforgerl.cli import build_env, evaluate, harness, model, proxy, rollout, serve, stack, tasks  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> None:

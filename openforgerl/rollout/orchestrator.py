@@ -261,7 +261,11 @@ class Orchestrator:
                 if result.status in ("failure", "agent_timeout") and result.reward is None:
                     await self._verify_phase(sandbox, task, result)
             finally:
+                t1 = time.monotonic()
                 await self._save_logs(sandbox, result)
+                result.timings["logs_s"] = time.monotonic() - t1
+                t1 = time.monotonic()
+        result.timings["teardown_s"] = time.monotonic() - t1
 
     async def _agent_phase(self, sandbox: Sandbox, job: Job, token: str, result: RolloutResult,
                            user: str | None) -> None:
@@ -330,10 +334,10 @@ class Orchestrator:
             result.sandbox["tampered"] = bad
 
     async def _verify_phase(self, sandbox: Sandbox, task: Task, result: RolloutResult) -> None:
-        timeout = self.config.verifier_timeout_sec or task.config.verifier.timeout_sec
+        timeout, t0 = self.config.verifier_timeout_sec or task.config.verifier.timeout_sec, time.monotonic()
         files = await self._verifier_files(task, result)
         verdict = await run_verifier(sandbox, task, timeout, self.config.workdir, files)
-        result.timings["verifier_s"] = verdict.seconds
+        result.timings["verifier_s"] = time.monotonic() - t0  # the whole phase: tests copied in, run, reward read
         _write(self.run_dir / "logs" / result.rollout_id / "verifier.stdout", verdict.stdout)
         _write(self.run_dir / "logs" / result.rollout_id / "verifier.stderr", verdict.stderr)
         result.metrics = verdict.metrics
@@ -412,14 +416,15 @@ def _closed(result: RolloutResult, started: float) -> RolloutResult:
 
 
 def _usage(summary: dict[str, Any]) -> dict[str, float]:
-    """Model time and tokens of a rollout, from the proxy's per-call telemetry."""
+    """Model time and tokens of a rollout, from the proxy's per-call telemetry (``*_ms`` summed over calls)."""
     calls = summary.get("calls", [])
     usage: dict[str, float] = {"calls": len(calls),
                                "engine_errors": sum(c.get("status") == "engine_error" for c in calls)}
     for call in calls:
         for key, value in call.items():
-            if key.endswith(("_s", "_tokens", "tokens_in", "tokens_out")) and isinstance(value, (int, float)):
-                usage[key] = usage.get(key, 0) + value
+            if key.endswith(("_s", "_ms", "_tokens", "tokens_in", "tokens_out", "tokens_reused")) \
+                    and isinstance(value, (int, float)):
+                usage[key] = round(usage.get(key, 0) + value, 3)
     return usage
 
 

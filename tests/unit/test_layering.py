@@ -79,8 +79,11 @@ def violation(source: str, target: str) -> str | None:
     if source == "openforgerl.rollout.trajectory":
         return "rollout.trajectory is pure data"
     if _under(source, "openforgerl.rollout") and _under(target, "openforgerl.envs", "openforgerl.synth",
-                                                         "openforgerl.train"):
-        return "rollout imports none of envs, synth, train"
+                                                         "openforgerl.train", "openforgerl.evaluation"):
+        return "rollout imports none of envs, synth, train, evaluation"
+    if _under(source, "openforgerl.evaluation") and _under(target, "openforgerl.envs", "openforgerl.synth",
+                                                            "openforgerl.train"):
+        return "evaluation reads runs and runs rollouts; it imports none of envs, synth, train"
     if _under(source, "openforgerl.envs") and _under(target, "openforgerl.rollout") and not (
             source == "openforgerl.envs.baselines" and target in ("openforgerl.rollout.run",
                                                                   "openforgerl.rollout.orchestrator")):
@@ -116,6 +119,8 @@ def test_every_import_in_the_package_follows_the_layers():
     ("openforgerl.containers.images", "openforgerl.stack.registry"),
     ("openforgerl.stack.registry", "openforgerl.rollout.harnesses.install"),
     ("openforgerl.envs.build", "openforgerl.rollout.run"),
+    ("openforgerl.rollout.orchestrator", "openforgerl.evaluation.behaviour"),
+    ("openforgerl.evaluation.runner", "openforgerl.envs.build"),
 ])
 def test_the_rules_reject_the_edges_they_are_there_for(source: str, target: str):
     assert violation(source, target) is not None
