@@ -34,14 +34,34 @@ class Moved:
 
 
 def harbor_task_dirs(source: Path) -> list[Path]:
-    dirs = [d for d in find_task_dirs([source]) if (d / TASK_TOML).is_file()]
+    """Every task directory under ``source`` (itself, or a dataset: task dirs at any depth, e.g.
+    Terminal-Bench 2's ``<task>/`` or a registry's ``<dataset>/<task>/``), never one inside another."""
+    dirs = dataset_task_dirs(source)
     if dirs:
+        names: dict[str, Path] = {}
+        for task_dir in dirs:
+            if task_dir.name in names:
+                raise UserError(f"{source}: two tasks are named {task_dir.name!r} ({names[task_dir.name]} and "
+                                f"{task_dir})", fix="import the two datasets into different --out directories")
+            names[task_dir.name] = task_dir
         return dirs
-    if (source / "task.yaml").is_file() or any(source.glob("*/task.yaml")):
+    if (source / "task.yaml").is_file() or next(source.rglob("task.yaml"), None) is not None:
         raise UserError(f"{source}: legacy Terminal-Bench task.yaml layout",
                         fix="convert it to the Harbor layout first (Harbor's terminal-bench adapter)")
     raise UserError(f"{source}: no task directories (none holds a task.toml)",
                     fix="pass a Harbor task directory or a directory of them")
+
+
+def dataset_task_dirs(source: Path) -> list[Path]:
+    if (source / TASK_TOML).is_file():
+        return [source]
+    if not source.is_dir():
+        return []
+    found: list[Path] = []
+    for child in sorted(source.iterdir()):
+        if child.is_dir() and not child.is_symlink() and not child.name.startswith("."):
+            found += dataset_task_dirs(child)
+    return found
 
 
 def _copy(source: Path, target: Path, overwrite: bool) -> None:

@@ -58,6 +58,27 @@ def test_import_copies_a_harbor_task_unchanged_and_validates_it(tmp_path: Path):
     assert tree(moved.target) == tree(source)
 
 
+def test_a_whole_dataset_directory_imports_every_task_at_any_depth(tmp_path: Path):
+    dataset = tmp_path / "terminal-bench"
+    for name in ("hello-world", "fix-git"):
+        harbor_task(dataset, name)
+    harbor_task(dataset / "extra" / "group", "nested-task")
+    (dataset / "README.md").write_text("a dataset\n")
+    (dataset / ".github" / "workflows").mkdir(parents=True)
+    moved = import_harbor(dataset, tmp_path / "tasks")
+    assert sorted(m.target.name for m in moved) == ["fix-git", "hello-world", "nested-task"]
+    assert all(m.problems == [] for m in moved)
+    assert all(tree(m.target) == tree(m.source) for m in moved)
+
+
+def test_two_tasks_of_one_name_in_a_dataset_are_refused_before_anything_is_copied(tmp_path: Path):
+    harbor_task(tmp_path / "ds" / "a", "same")
+    harbor_task(tmp_path / "ds" / "b", "same")
+    with pytest.raises(UserError, match="two tasks are named 'same'"):
+        import_harbor(tmp_path / "ds", tmp_path / "tasks")
+    assert not (tmp_path / "tasks").exists()
+
+
 def test_import_adds_our_task_table_only_when_asked(tmp_path: Path):
     source = harbor_task(tmp_path / "harbor")
     [moved] = import_harbor(source, tmp_path / "tasks", domain="claw")
