@@ -16,6 +16,7 @@ A shell command is split at ``&&``, ``||``, ``;`` and ``|`` and each part classi
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -145,8 +146,14 @@ def parse_args(raw: Any) -> Any:
 
 def shell_kinds(command: str) -> tuple[list[str], str]:
     """The kinds of a shell command's parts, in order, and the program or file it is about."""
+    kinds, target = _shell_kinds(command)
+    return list(kinds), target
+
+
+@functools.lru_cache(maxsize=4096)  # agents repeat their commands: classify each text once
+def _shell_kinds(command: str) -> tuple[tuple[str, ...], str]:
     if any(marker in command for marker in FINISH_COMMANDS):
-        return ["finish"], ""
+        return ("finish",), ""
     kinds: list[str] = []
     target = ""
     for part in re.split(r"&&|\|\||;|\||\n", command):
@@ -156,7 +163,7 @@ def shell_kinds(command: str) -> tuple[list[str], str]:
         kind, about = _part_kind(part)
         kinds.append(kind)
         target = target or about
-    return kinds or ["run"], target
+    return tuple(kinds or ["run"]), target
 
 
 def is_error(text: str | None) -> bool:
@@ -193,6 +200,8 @@ def _part_kind(part: str) -> tuple[str, str]:
 
 
 def _words(part: str) -> list[str]:
+    if not any(c in part for c in "'\"\\"):
+        return part.split()  # what shlex would give, without its cost
     try:
         return shlex.split(part, comments=False)
     except ValueError:
