@@ -69,6 +69,43 @@ def export_harbor(paths: tuple[str, ...], out: str, overwrite: bool) -> None:
     _print_moved(run_export([Path(p) for p in paths], Path(out), overwrite=overwrite), "exported")
 
 
+@tasks.command("import-clawbench")
+@click.argument("source", type=click.Path(exists=True))
+@click.option("--out", default="tasks", show_default=True, type=click.Path(file_okay=False),
+              help="Directory the tasks are written into (one per task file, named by its id).")
+@click.option("--assets", type=click.Path(exists=True, file_okay=False),
+              help="The benchmark's assets directory (default: assets/ beside SOURCE).")
+@click.option("--benchmark", type=click.Choice(["auto", "pinchbench", "qwenclawbench"]), default="auto",
+              show_default=True, help="Whose scoring rules apply (QwenClawBench gates the judge part at 0.75).")
+@click.option("--judge-url", help="OpenAI-compatible endpoint of the LLM judge (llm_judge and hybrid tasks).")
+@click.option("--judge-model", help="The judge's pinned model name.")
+@click.option("--judge-votes", type=int, default=3, show_default=True, help="Judge verdicts per rollout.")
+@click.option("--overwrite", is_flag=True, help="Replace tasks already in --out.")
+def import_clawbench(source: str, out: str, assets: str | None, benchmark: str, judge_url: str | None,
+                     judge_model: str | None, judge_votes: int, overwrite: bool) -> None:
+    """Import PinchBench / QwenClawBench task files (task_*.md in SOURCE) as claw tasks in --out."""
+    from pathlib import Path
+
+    from openforgerl.envs.clawbench import import_clawbench as run_import
+    from openforgerl.envs.clawbench import judge_settings
+
+    judge = judge_settings(judge_url, judge_model, judge_votes)
+    records = run_import(Path(source), Path(out), assets=Path(assets) if assets else None,
+                         benchmark=None if benchmark == "auto" else benchmark,  # type: ignore[arg-type]
+                         judge=judge, overwrite=overwrite)
+    for record in records:
+        if record.error:
+            click.echo(f"skipped  {record.error}")
+            continue
+        click.echo(f"imported {record.source.name} -> {record.target} ({record.grading})")
+        for note in record.notes:
+            click.echo(f"  note: {note}")
+    done = sum(r.error is None for r in records)
+    click.echo(f"{done} of {len(records)} task file(s) imported into {out}", err=True)
+    if done < len(records):
+        sys.exit(1)
+
+
 def _print_moved(moved, verb: str) -> None:
     bad = 0
     for record in moved:

@@ -1,6 +1,8 @@
 """The baseline check of a built task: ``nop`` must score <= nop_max, ``oracle`` >= oracle_min.
 
-Both harnesses run ``repeats`` times each in real containers (``run_rollouts``). Invariant: a task
+Both harnesses run ``repeats`` times each in real containers (``run_rollouts``); a task without
+solution/solve.sh (an imported benchmark that ships no reference solution) is checked with nop only,
+and its oracle is recorded as absent (no rewards, and a reason saying so). Invariant: a task
 passes only when every repeat of both agrees with the bound *and* the repeats agree with each other;
 a disagreement between repeats is reported as flaky even when each reward would pass on its own,
 and every failure carries one sentence saying which run failed, how, and what that means.
@@ -14,8 +16,10 @@ from pathlib import Path
 
 from openforgerl.rollout.orchestrator import NetworkMode, RolloutConfig, RolloutResult, final_tries
 from openforgerl.rollout.run import run_rollouts
+from openforgerl.tasks import SOLUTION_SCRIPT
 
 LOG_TAIL = 2000
+NO_ORACLE = f"oracle: none (the task has no {SOLUTION_SCRIPT}); validated with nop only"
 
 
 @dataclass
@@ -42,7 +46,8 @@ class Baselines:
 
     @property
     def reason(self) -> str:
-        return "; ".join(c.reason for c in (self.nop, self.oracle) if not c.ok)
+        """Why the check failed, and what it could not check (an absent oracle); empty when neither."""
+        return "; ".join(c.reason for c in (self.nop, self.oracle) if c.reason)
 
 
 def check_bounds(harness: str, results: list[RolloutResult], limit: float) -> tuple[bool, str]:
@@ -75,6 +80,9 @@ def _fmt(rewards: list[float | None]) -> str:
 
 async def run_baselines(task_dir: Path, run_dir: Path, *, repeats: int, nop_max: float, oracle_min: float,
                         agent_user: str | None = None, network: NetworkMode = "isolated") -> Baselines:
+    if not (task_dir / SOLUTION_SCRIPT).is_file():
+        nop = await _check(task_dir, run_dir, "nop", repeats, nop_max, agent_user, network)
+        return Baselines(nop, HarnessCheck("oracle", [], [], True, NO_ORACLE))
     nop, oracle = await asyncio.gather(_check(task_dir, run_dir, "nop", repeats, nop_max, agent_user, network),
                                        _check(task_dir, run_dir, "oracle", repeats, oracle_min, agent_user, network))
     return Baselines(nop, oracle)

@@ -358,7 +358,7 @@ class Orchestrator:
         if not task.config.verifier.transcript:
             return {}
         calls = (await self.proxy.trajectory(result.rollout_id))["calls"] if self.proxy is not None else []
-        return {TRANSCRIPT: to_jsonl(transcript_events(task.instruction, calls))}
+        return {TRANSCRIPT: to_jsonl(transcript_events(task.instruction, calls, cwd=self.config.workdir))}
 
     async def _finish(self, result: RolloutResult, metadata: dict[str, Any], started: float) -> RolloutResult:
         """Close the proxy rollout with the outcome and save its trajectory (harnesses that call no model

@@ -147,11 +147,11 @@ SANDBOX_PROGRAMS = {
     # program: third-party modules its image provides
     "verifiers/runner/forge_verify.py": set(), "verifiers/runner/forge_state.py": set(),
     "verifiers/runner/forge_suite.py": set(), "verifiers/runner/forge_judge.py": set(),
-    "verifiers/runner/forge_dom.py": {"playwright"},
+    "verifiers/runner/forge_dom.py": {"playwright"}, "verifiers/runner/forge_clawbench.py": set(),
     "templates/env/claw/forge_services.py": set(), "templates/env/gui/forge_webapp.py": set(),
     "rollout/harnesses/react_agent.py": {"openai"}, "rollout/harnesses/browser_agent.py": {"playwright"},
 }
-RUNNER_SIBLINGS = {"forge_state", "forge_suite", "forge_judge", "forge_dom"}
+RUNNER_SIBLINGS = {"forge_verify", "forge_state", "forge_suite", "forge_judge", "forge_dom"}
 
 
 @pytest.mark.parametrize("program", sorted(SANDBOX_PROGRAMS))

@@ -257,12 +257,20 @@ def test_a_task_that_asks_for_the_transcript_gets_it_from_the_proxy_s_record_not
     _, [result] = run(tmp_path, runtime, harness=ModelAgent(), proxy=proxy.handle(),
                       task={"instruction": "List the files.", "tables": {"verifier": {"transcript": True}}})
     assert result.status == "success"
-    messages = [event["message"] for event in seen]
+    # OpenClaw's session file, as PinchBench / QwenClawBench graders read it: a header, then message events.
+    assert seen[0] == {"type": "session", "version": 3, "cwd": "/app"} and "forged" not in json.dumps(seen)
+    assert [event["type"] for event in seen[1:]] == ["message"] * 4
+    assert [event["parentId"] for event in seen[1:]] == [None] + [event["id"] for event in seen[1:-1]]
+    messages = [event["message"] for event in seen[1:]]
     assert [m["role"] for m in messages] == ["user", "assistant", "toolResult", "assistant"]
     assert messages[0]["content"] == [{"type": "text", "text": "List the files."}]
-    assert messages[1]["content"] == [{"type": "toolCall", "name": "exec", "arguments": {"command": "ls"}}]
-    assert messages[2]["toolName"] == "exec" and messages[2]["content"][0]["text"] == "a b"
-    assert messages[3]["content"] == [{"type": "text", "text": "done"}]
+    assert messages[1]["content"] == [{"type": "toolCall", "id": "call_1", "name": "exec",
+                                       "arguments": {"command": "ls"}}]
+    assert messages[1]["stopReason"] == "toolUse" and messages[1]["usage"]["output"] > 0
+    assert {k: messages[2][k] for k in ("toolCallId", "toolName", "isError")} == \
+        {"toolCallId": "call_1", "toolName": "exec", "isError": False}
+    assert messages[2]["content"] == [{"type": "text", "text": "a b"}]
+    assert messages[3]["content"] == [{"type": "text", "text": "done"}] and messages[3]["stopReason"] == "stop"
 
 
 def test_engine_errors_during_a_rollout_make_it_an_infra_error_not_a_policy_failure(tmp_path: Path):
