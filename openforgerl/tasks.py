@@ -96,6 +96,9 @@ class VerifierTable(_Table):
     """Give the verifier the rollout's transcript: ``/logs/verifier/transcript.jsonl``, OpenClaw session
     events made by the orchestrator from the proxy's record of the model calls (for graders that read
     what the agent did, e.g. imported PinchBench / QwenClawBench tasks)."""
+    judge: bool = False
+    """The verifier asks the run's LLM judge (``judge.base_url`` of the run config), reached through the
+    judge relay: ``FORGE_JUDGE_URL`` / ``FORGE_JUDGE_API_KEY`` are set for the verifier only."""
 
 
 class EnvironmentTable(_Table):

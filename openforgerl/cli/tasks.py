@@ -77,8 +77,10 @@ def export_harbor(paths: tuple[str, ...], out: str, overwrite: bool) -> None:
               help="The benchmark's assets directory (default: assets/ beside SOURCE).")
 @click.option("--benchmark", type=click.Choice(["auto", "pinchbench", "qwenclawbench"]), default="auto",
               show_default=True, help="Whose scoring rules apply (QwenClawBench gates the judge part at 0.75).")
-@click.option("--judge-url", help="OpenAI-compatible endpoint of the LLM judge (llm_judge and hybrid tasks).")
-@click.option("--judge-model", help="The judge's pinned model name.")
+@click.option("--judge-model", help="The pinned LLM judge of llm_judge and hybrid tasks; alone, the verifier asks "
+                                    "the run's judge (judge.base_url), relayed into the sandbox.")
+@click.option("--judge-url", help="Call this OpenAI-compatible endpoint directly from the sandbox instead (it must "
+                                  "be reachable from there).")
 @click.option("--judge-votes", type=int, default=3, show_default=True, help="Judge verdicts per rollout.")
 @click.option("--overwrite", is_flag=True, help="Replace tasks already in --out.")
 def import_clawbench(source: str, out: str, assets: str | None, benchmark: str, judge_url: str | None,

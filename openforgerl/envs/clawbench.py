@@ -15,7 +15,7 @@ Each benchmark ``task_*.md`` (``clawbench_format.py``) becomes::
 No solution/: the benchmarks ship none, so build-env validates these tasks with nop only.
 Scoring is the benchmark's: automated = mean of grade()'s scores; hybrid = weighted by
 grading_weights (0.5 / 0.5 when absent); QwenClawBench zeroes the judge part when the automated score
-is below 0.75 (``JUDGE_GATES``). Without a judge (``--judge-url``) llm_judge tasks are skipped and
+is below 0.75 (``JUDGE_GATES``). Without a judge (``--judge-model``) llm_judge tasks are skipped and
 hybrid tasks score their automated part only, which each says in [metadata] scoring.
 
 Invariant: one bad file is one ``Imported`` record with its error (naming the file, the field and the
@@ -83,8 +83,10 @@ exec "$python" -I -S "$here/{RUNNER}" "$@"
 class JudgeSettings(BaseModel):
     """The LLM judge of llm_judge / hybrid tasks (our ``llm_judge`` check: a pinned model, k votes)."""
 
-    base_url: str
-    """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1; the verifier calls it from the sandbox."""
+    base_url: str | None = None
+    """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1, called from inside the sandbox (so it must
+    be reachable from there). Unset: the run's judge (``judge.base_url`` of the run config), which the
+    verifier reaches through the judge relay whatever the sandbox's network."""
     model: str = Field(min_length=1)
     """Pinned judge model; a reply from another model is an invalid vote."""
     votes: int = Field(3, ge=1, le=15)
@@ -94,18 +96,21 @@ class JudgeSettings(BaseModel):
 
     @field_validator("base_url")
     @classmethod
-    def _http(cls, value: str) -> str:
+    def _http(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         if urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname:
             raise ValueError(f"{value!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
         return value.rstrip("/")
 
 
 def judge_settings(url: str | None, model: str | None, votes: int = 3) -> JudgeSettings | None:
-    """The judge from the CLI's flags: none without a URL; a URL needs a model."""
+    """The judge from the CLI's flags: none without a model; a model alone is the run's judge (relayed),
+    a URL too calls that endpoint directly from the sandbox."""
     if url is None and model is None:
         return None
-    if not url or not model:
-        raise UserError("--judge-url and --judge-model go together", fix="pass both, or neither")
+    if not model:
+        raise UserError("--judge-url needs --judge-model (the pinned judge)", fix="pass --judge-model NAME too")
     try:
         return JudgeSettings(base_url=url, model=model, votes=votes)
     except ValidationError as exc:
@@ -180,7 +185,7 @@ def _import_one(record: Imported, task: BenchTask, out: Path, flavour: Benchmark
         seen[task.id] = task.path
         if task.grading_type == "llm_judge" and judge is None:
             raise UserError(f"{task.path}: grading_type: llm_judge needs a judge, and none was given",
-                            fix="pass --judge-url and --judge-model to import it")
+                            fix="pass --judge-model (the run's judge) to import it")
         target = out / task.id
         if target.exists() and not overwrite:
             raise UserError(f"{target} already exists", fix="pass --overwrite or choose another --out")
@@ -227,7 +232,7 @@ def _fill(folder: Path, task: BenchTask, flavour: Benchmark, judge: JudgeSetting
     _tests(folder / "tests", task, flavour, judge, provided)
     save_task_config(folder, _config(task, flavour, judge, packages))
     if task.grading_type == "hybrid" and judge is None:
-        notes.append("no judge: the reward is the automated part only (pass --judge-url for the benchmark's score)")
+        notes.append("no judge: the reward is the automated part only (pass --judge-model for the benchmark's score)")
     if task.grading_type == "hybrid" and judge is not None and JUDGE_GATES[flavour] is not None:
         notes.append(f"{flavour}: the judge part counts only when the automated score is >= {JUDGE_GATES[flavour]:g}")
     return notes
@@ -296,7 +301,8 @@ def _config(task: BenchTask, flavour: Benchmark, judge: JudgeSettings | None, pa
         metadata=MetadataTable(**{k: v for k, v in metadata.items() if v is not None}),
         task=TaskTable(name=task.id, domain="claw"),
         agent=AgentTable(timeout_sec=task.timeout_seconds),
-        verifier=VerifierTable(timeout_sec=GRADE_TIMEOUT + 60 + judge_budget, transcript=True),
+        verifier=VerifierTable(timeout_sec=GRADE_TIMEOUT + 60 + judge_budget, transcript=True,
+                               judge=judge is not None and judge.base_url is None and task.has_judge_part),
         environment=environment,
         provenance=ProvenanceTable(sources=_sources(task)),
     )

@@ -32,6 +32,7 @@ from openforgerl.log import get_logger
 from openforgerl.rollout.harness import AgentContext, Harness
 from openforgerl.rollout.harnesses import HARNESSES, validate_harness_options
 from openforgerl.rollout.integrity import guarded_roots, tampered
+from openforgerl.rollout.judge_relay import JudgeRelay, JudgeSettings
 from openforgerl.rollout.proxy_handle import ProxyHandle, ProxySettings
 from openforgerl.rollout.runtime import (
     LABEL_ATTEMPT,
@@ -77,6 +78,9 @@ class RolloutConfig(BaseModel):
     """Where rollouts run: ``type`` names a runtime (docker, local, or a plugin's); the other keys are
     that runtime's settings."""
     proxy: ProxySettings = Field(default_factory=ProxySettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    """The LLM judge that verifiers of tasks with ``[verifier] judge = true`` reach through the run's
+    judge relay (see rollout/judge_relay.py)."""
     run_dir: str | None = None
     """Where results go (default runs/<time>-<harness>)."""
     agent_timeout_sec: float | None = Field(None, gt=0)
@@ -166,12 +170,15 @@ class Orchestrator:
 
     def __init__(self, config: RolloutConfig, runtime: Runtime, harness: Harness, proxy: ProxyHandle | None,
                  run_dir: Path, run_id: str, on_result: OnResult | None = None,
-                 model_urls: dict[NetworkMode, str] | None = None) -> None:
+                 model_urls: dict[NetworkMode, str] | None = None, judge: JudgeRelay | None = None,
+                 judge_urls: dict[NetworkMode, str] | None = None) -> None:
         self.config, self.runtime, self.harness, self.proxy = config, runtime, harness, proxy
         self.run_dir, self.run_id = run_dir, run_id
         self.model_urls = model_urls if model_urls is not None else {
             mode: proxy.base_url for mode in NETWORK_MODES if proxy is not None}
         """The proxy's model API as sandboxes of each network mode reach it."""
+        self.judge, self.judge_urls = judge, judge_urls or {}
+        """The judge relay (for tasks whose verifier asks for it) and its URL per network mode."""
         self.on_result: OnResult = on_result or (lambda result: None)
         self.results: list[RolloutResult] = []
         self._out = (run_dir / "rollouts.jsonl").open("a", encoding="utf-8")
@@ -336,7 +343,14 @@ class Orchestrator:
     async def _verify_phase(self, sandbox: Sandbox, task: Task, result: RolloutResult) -> None:
         timeout, t0 = self.config.verifier_timeout_sec or task.config.verifier.timeout_sec, time.monotonic()
         files = await self._verifier_files(task, result)
-        verdict = await run_verifier(sandbox, task, timeout, self.config.workdir, files)
+        url = self.judge_urls.get(network_mode(self.config, task))
+        token = self.judge.issue() if self.judge is not None and url and task.config.verifier.judge else None
+        try:  # the judge token lives exactly as long as this verifier: the agent's processes have all ended
+            env = self.judge.environment(url, token) if self.judge is not None and url and token else {}
+            verdict = await run_verifier(sandbox, task, timeout, self.config.workdir, files, env)
+        finally:
+            if self.judge is not None and token:
+                self.judge.revoke(token)
         result.timings["verifier_s"] = time.monotonic() - t0  # the whole phase: tests copied in, run, reward read
         _write(self.run_dir / "logs" / result.rollout_id / "verifier.stdout", verdict.stdout)
         _write(self.run_dir / "logs" / result.rollout_id / "verifier.stderr", verdict.stderr)

@@ -147,7 +147,7 @@ async def open_proxy(settings: ProxySettings, model: str, data_dir: Path,
         yield handle
 
 
-async def _listen(app: Any, host: str, port: int) -> tuple[QuietServer, asyncio.Task[None], int]:
+async def listen(app: Any, host: str, port: int) -> tuple[QuietServer, asyncio.Task[None], int]:
     # Quiet: Ctrl-C belongs to the run, which finishes its rollouts before the proxy goes.
     server = QuietServer(uvicorn.Config(app, host=host, port=port, http="httptools", lifespan="off",
                                     access_log=False, log_level="warning", timeout_keep_alive=120))
@@ -175,10 +175,10 @@ async def _in_process(settings: ProxySettings, model: str, data_dir: Path,
     app = await asyncio.to_thread(build_app, config)
     listeners: list[tuple[QuietServer, asyncio.Task[None], int]] = []
     try:
-        listeners.append(await _listen(app, settings.host, settings.port))
+        listeners.append(await listen(app, settings.host, settings.port))
         urls = {}
         for host in sandbox_hosts:
-            listeners.append(await _listen(ModelApi(app), host, 0))
+            listeners.append(await listen(ModelApi(app), host, 0))
             urls[host] = f"http://{host}:{listeners[-1][2]}"
         handle = ProxyHandle(f"http://{settings.host}:{listeners[0][2]}", token, data_dir, sandbox_urls=urls)
         try:

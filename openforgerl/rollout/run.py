@@ -25,6 +25,7 @@ from openforgerl.manifest import published_tasks
 from openforgerl.rollout.harness import Harness
 from openforgerl.rollout.harnesses import make_harness
 from openforgerl.rollout.harnesses.install import installed
+from openforgerl.rollout.judge_relay import JudgeRelay
 from openforgerl.rollout.orchestrator import (
     STATUSES,
     OnResult,
@@ -34,7 +35,7 @@ from openforgerl.rollout.orchestrator import (
     final_tries,
     network_mode,
 )
-from openforgerl.rollout.proxy_handle import ProxyHandle, check_engine, open_proxy
+from openforgerl.rollout.proxy_handle import ProxyHandle, check_engine, listen, open_proxy
 from openforgerl.rollout.runtime import NetworkMode, Reach, Runtime
 from openforgerl.rollout.runtimes import make_runtime
 from openforgerl.tasks import Task, find_task_dirs
@@ -91,11 +92,13 @@ class PreparedRun:
         await self.runtime.sweep()
         self.runtime.size(self.config.concurrency)
         hosts = sorted({r.address for r in self.reach.values() if r.address and not _loopback(r.address)})
-        async with _proxy_for(self.config, self.harness, run_dir, self.proxy, hosts) as handle:
+        async with _proxy_for(self.config, self.harness, run_dir, self.proxy, hosts) as handle, \
+                _judge_for(self.config, self.tasks, self.reach) as (judge, judge_urls):
             with contextlib.ExitStack() as opened:
                 urls = _model_urls(self.reach, handle, opened)
+                _expose(self.reach, judge_urls, opened)
                 orchestrator = Orchestrator(self.config, self.runtime, self.harness, handle, run_dir, run_id,
-                                            on_result, model_urls=urls)
+                                            on_result, model_urls=urls, judge=judge, judge_urls=judge_urls)
                 try:
                     results = await orchestrator.run(self.tasks)
                 finally:  # an interrupted run still says what it did
@@ -154,6 +157,42 @@ def _proxy_for(config: RolloutConfig, harness: Harness, run_dir: Path, given: Pr
     return open_proxy(config.proxy, config.model, run_dir / "proxy", sandbox_hosts)
 
 
+JudgeReach = tuple[JudgeRelay | None, dict[NetworkMode, str]]
+
+
+@contextlib.asynccontextmanager
+async def _judge_for(config: RolloutConfig, tasks: list[Task],
+                     reach: dict[NetworkMode, Reach]) -> AsyncIterator[JudgeReach]:
+    """The judge relay, listening where each network mode's sandboxes reach this host, when a task's
+    verifier asks for the run's judge ([verifier] judge = true); else nothing."""
+    if not any(task.config.verifier.judge for task in tasks):
+        yield None, {}
+        return
+    relay = JudgeRelay(config.judge)
+    listeners, urls, by_address = [], {}, {}
+    try:
+        for mode, way in reach.items():
+            if way.address is None:
+                continue
+            if way.address not in by_address:
+                listeners.append(await listen(relay, way.address, 0))
+                by_address[way.address] = f"http://{way.address}:{listeners[-1][2]}"
+            urls[mode] = by_address[way.address]
+        yield relay, urls
+    finally:
+        for server, serving, _ in listeners:
+            server.should_exit = True
+            await serving
+        await relay.aclose()
+
+
+def _expose(reach: dict[NetworkMode, Reach], urls: dict[NetworkMode, str], opened: contextlib.ExitStack) -> None:
+    for mode, url in urls.items():
+        address, port = urlsplit(url).hostname, urlsplit(url).port
+        if address and port is not None and not _loopback(address):
+            opened.enter_context(reach[mode].expose(port))
+
+
 def _loopback(address: str) -> bool:
     return ipaddress.ip_address(address).is_loopback
 
@@ -195,6 +234,12 @@ async def preflight(config: RolloutConfig, tasks: list[Task], harness: Harness, 
                         fix="pass task directories (each holds a task.toml) or a build-env manifest.jsonl")
     if harness.tool is not None and harness.tool not in installed():
         raise UserError(f"harness {harness.name!r} is not installed", fix=f"forge harness install {harness.tool}")
+    judged = [task.name for task in tasks if task.config.verifier.judge]
+    if judged and not config.judge.base_url:
+        names = ", ".join(judged[:3])
+        raise UserError(f"the verifiers of {len(judged)} task(s) ask for the run's LLM judge ({names}), and the "
+                        "run has none", fix="set judge.base_url (and judge.model) to an OpenAI-compatible endpoint, "
+                                            "e.g. -o judge.base_url=http://127.0.0.1:8001/v1")
     if harness.uses_model and check_model:
         await check_engine(config.proxy)
     await runtime.check(tasks)

@@ -30,9 +30,10 @@ def verifier_command(env: dict[str, str]) -> list[str]:
 
 
 async def run_verifier(sandbox: Sandbox, task: Task, timeout: float, workdir: str = "/app",
-                       files: dict[str, str] | None = None) -> Verdict:
+                       files: dict[str, str] | None = None, env: dict[str, str] | None = None) -> Verdict:
     """``files``: name -> text written into the fresh ``/logs/verifier`` before the verifier runs (what the
-    host knows and the agent could not have written, e.g. the rollout's transcript)."""
+    host knows and the agent could not have written, e.g. the rollout's transcript); ``env``: variables
+    for this verifier only (the judge relay's URL and token), over the task's [verifier] env."""
     try:
         await sandbox.make_dirs([VERIFIER_DIR, TESTS_DIR], fresh=True)
         await sandbox.make_dirs([workdir])
@@ -41,7 +42,8 @@ async def run_verifier(sandbox: Sandbox, task: Task, timeout: float, workdir: st
     await sandbox.put(task.tests_dir, "/")
     if files:
         await _put_files(sandbox, files)
-    result = await sandbox.exec(verifier_command(task.config.verifier.env), user="0", timeout=timeout, cwd=workdir)
+    result = await sandbox.exec(verifier_command({**task.config.verifier.env, **(env or {})}), user="0",
+                                timeout=timeout, cwd=workdir)
     if result.timed_out:
         return Verdict(None, error=f"verifier timed out after {timeout:.0f} s", seconds=result.seconds,
                        stdout=result.stdout, stderr=result.stderr)

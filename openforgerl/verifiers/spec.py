@@ -288,8 +288,10 @@ class LlmJudgeCheck(_Check):
     """Asks an OpenAI-compatible model ``votes`` times whether the agent's output meets a rubric."""
 
     type: Literal["llm_judge"] = "llm_judge"
-    base_url: str
-    """The endpoint's base, e.g. http://127.0.0.1:8000/v1 (``/chat/completions`` is appended)."""
+    base_url: str | None = None
+    """The endpoint's base, e.g. http://127.0.0.1:8000/v1 (``/chat/completions`` is appended). Unset: the
+    run's judge, through the judge relay (the task then needs ``[verifier] judge = true``; an isolated
+    sandbox reaches no other endpoint)."""
     model: str = Field(min_length=1)
     """Pinned model name; recorded in the metrics, and a reply from another model is refused."""
     rubric: str = Field(min_length=1)
@@ -313,7 +315,9 @@ class LlmJudgeCheck(_Check):
 
     @field_validator("base_url")
     @classmethod
-    def _http(cls, value: str) -> str:
+    def _http(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         if urlsplit(value).scheme not in ("http", "https"):
             raise ValueError(f"{value!r} must be an http(s) URL such as http://127.0.0.1:8000/v1")
         return value.rstrip("/")

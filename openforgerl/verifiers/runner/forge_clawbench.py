@@ -157,7 +157,7 @@ def judge_part(config: dict, transcript: list, ctx: Context, automated: float | 
     """(judge score or None when no judge is configured, details); the judge is asked only when it counts."""
     judge = config.get("judge")
     if not judge:
-        return None, {"skipped": "no judge configured (forge tasks import-clawbench --judge-url ...)"}
+        return None, {"skipped": "no judge configured (forge tasks import-clawbench --judge-model ...)"}
     if not any(_message(event).get("role") == "assistant" for event in transcript):
         return 0.0, {"skipped": "the transcript has no assistant message: nothing to judge"}
     gate = config.get("judge_gate")
@@ -166,7 +166,7 @@ def judge_part(config: dict, transcript: list, ctx: Context, automated: float | 
                                 "judge part as 0"}
     try:
         write_judge_input(config, transcript, ctx)
-        spec = {"type": "llm_judge", "base_url": judge["base_url"], "model": judge["model"],
+        spec = {"type": "llm_judge", "base_url": judge.get("base_url"), "model": judge["model"],
                 "rubric": (HERE / RUBRIC_FILE).read_text(encoding="utf-8"), "inputs": [JUDGE_INPUT],
                 "votes": judge.get("votes", 3), "threshold": 0.5, "scoring": "fraction",
                 "temperature": judge.get("temperature", 0.7), "max_input_chars": INPUT_CHARS * 2,

@@ -18,6 +18,8 @@ import urllib.request
 
 from forge_state import read_text
 
+RELAY_URL_ENV, RELAY_KEY_ENV = "FORGE_JUDGE_URL", "FORGE_JUDGE_API_KEY"
+"""Where the run's judge relay is (rollout/judge_relay.py sets them for the verifier)."""
 VERDICT = re.compile(r"VERDICT:\s*\**\s*(PASS|FAIL)\b", re.IGNORECASE)
 SYSTEM = (
     "You are a strict grader. Decide whether the submission satisfies every point of the rubric. "
@@ -86,16 +88,28 @@ def _vote(spec: dict, messages: list[dict], index: int) -> tuple[str, str | None
     return found[-1].upper(), None
 
 
+def _endpoint(spec: dict) -> tuple[str, str]:
+    """(base URL, API key): the spec's own, or the run's judge relay (the orchestrator sets these two
+    variables for this verifier only, when its task declares [verifier] judge = true)."""
+    if spec.get("base_url"):
+        return spec["base_url"], os.environ.get(spec["api_key_env"], "") if spec.get("api_key_env") else ""
+    base = os.environ.get(RELAY_URL_ENV, "")
+    if not base:
+        raise ValueError(f"no judge: the spec names no base_url and {RELAY_URL_ENV} is unset (set "
+                         "[verifier] judge = true in task.toml and judge.base_url in the run config)")
+    return base.rstrip("/"), os.environ.get(RELAY_KEY_ENV, "")
+
+
 def _post(spec: dict, body: dict) -> object:
     headers = {"Content-Type": "application/json"}
-    key = os.environ.get(spec["api_key_env"], "") if spec.get("api_key_env") else ""
+    base, key = _endpoint(spec)
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    request = urllib.request.Request(spec["base_url"] + "/chat/completions", data=json.dumps(body).encode(),
+    request = urllib.request.Request(base + "/chat/completions", data=json.dumps(body).encode(),
                                      headers=headers, method="POST")
-    # A loopback judge is reached directly; a remote one through the environment's proxy, if any.
-    loopback = urllib.parse.urlsplit(spec["base_url"]).hostname in ("127.0.0.1", "localhost", "::1")
-    opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if loopback else []))
+    # The relay and a loopback judge are reached directly; a remote one through the environment's proxy, if any.
+    direct = not spec.get("base_url") or urllib.parse.urlsplit(base).hostname in ("127.0.0.1", "localhost", "::1")
+    opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if direct else []))
     with opener.open(request, timeout=spec.get("timeout_sec", 60)) as response:
         raw = response.read(4 * 1024 * 1024)
     try:

@@ -88,7 +88,7 @@ def test_workspace_files_inline_and_from_assets_land_in_the_agent_s_workspace(tm
 def test_without_a_judge_llm_judge_tasks_are_skipped_and_hybrid_ones_say_they_score_automated_only(tmp_path: Path):
     records = imported(tmp_path)
     haiku = records["task_04_haiku.md"]
-    assert haiku.target is None and "llm_judge needs a judge" in haiku.error and "--judge-url" in haiku.error
+    assert haiku.target is None and "llm_judge needs a judge" in haiku.error and "--judge-model" in haiku.error
     hybrid = records["task_03_incident_summary.md"]
     assert hybrid.error is None and any("automated part only" in note for note in hybrid.notes)
     assert toml(hybrid.target)["metadata"]["scoring"].startswith("automated part only")
@@ -179,8 +179,9 @@ def test_existing_tasks_are_kept_unless_overwrite_and_duplicate_ids_are_refused(
 
 def test_judge_flags_are_checked():
     assert judge_settings(None, None) is None
-    with pytest.raises(UserError, match="go together"):
+    with pytest.raises(UserError, match="--judge-url needs --judge-model"):
         judge_settings("http://127.0.0.1:8000/v1", None)
+    assert judge_settings(None, "m").base_url is None  # the run's judge, through the relay
     with pytest.raises(UserError, match="base_url"):
         judge_settings("ftp://judge", "m")
     assert judge_settings("http://127.0.0.1:8000/v1/", "m", 5).base_url == "http://127.0.0.1:8000/v1"
