@@ -24,7 +24,18 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from openforgerl.cli import build_env, evaluate, harness, model, proxy, rollout, serve, stack, tasks  # noqa: F401
+    from openforgerl.cli import (  # noqa: F401
+        build_env,
+        evaluate,
+        harness,
+        model,
+        proxy,
+        report,
+        rollout,
+        serve,
+        stack,
+        tasks,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,12 +9,9 @@ The web app renders its state with JavaScript, so only a real browser sees what 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import shutil
 from pathlib import Path
 
-import jinja2
 import pytest
 
 from openforgerl.rollout.orchestrator import RolloutConfig
@@ -25,8 +22,6 @@ from openforgerl.verifiers import compile_verifier
 pytestmark = pytest.mark.docker
 
 IMAGE = "openforgerl/test-gui-verifier:latest"
-TEMPLATE = Path(__file__).parents[2] / "openforgerl" / "templates" / "env" / "gui"
-SITE_PACKAGES = "/usr/local/lib/python3.11/dist-packages/"
 
 INDEX_HTML = """<!doctype html>
 <html><head><title>Orders</title></head><body>
@@ -65,31 +60,10 @@ printf '{"status": "Shipped", "items": ["apple", "pear"]}' > /srv/webapp/state.j
 """
 
 
-def playwright_packages() -> list[Path]:
-    found = [importlib.util.find_spec(name) for name in ("playwright", "greenlet")]
-    if not all(spec and spec.origin for spec in found):
-        pytest.skip('the playwright package is not installed here (pip install "openforgerl[gui]")')
-    return [Path(spec.origin).parent for spec in found]
-
-
-def build_context(dest: Path) -> Path:
-    jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE)), keep_trailing_newline=True)
-    dockerfile = jinja.get_template("Dockerfile.jinja").render()
-    (dest / "Dockerfile").write_text(dockerfile + f"COPY site-packages/ {SITE_PACKAGES}\n")
-    shutil.copy(TEMPLATE / "forge_webapp.py", dest / "forge_webapp.py")
-    (dest / "webapp").mkdir()
-    (dest / "webapp" / "index.html").write_text(INDEX_HTML)
-    (dest / "webapp" / "state.json").write_text(json.dumps(STATE))
-    for package in playwright_packages():
-        shutil.copytree(package, dest / "site-packages" / package.name,
-                        ignore=shutil.ignore_patterns("__pycache__"), symlinks=True)
-    return dest
-
-
 @pytest.fixture(scope="module")
-def gui_image(tmp_path_factory, build_cached) -> str:
-    """The gui template + playwright, rebuilt only when the template, page or playwright changed."""
-    return build_cached(build_context(tmp_path_factory.mktemp("gui-verifier-context")), IMAGE)
+def gui_image(gui_playwright_image) -> str:
+    """The gui template + playwright serving this test's app (built once per content, see conftest)."""
+    return gui_playwright_image(IMAGE, {"index.html": INDEX_HTML, "state.json": json.dumps(STATE)})
 
 
 def make_task(root: Path, image: str) -> Path:
