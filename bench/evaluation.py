@@ -128,7 +128,7 @@ def main() -> None:
     digest = digest_cost()
     costs = run_costs()
     rows = [("proxy digest per call (Codex-sized request)", f"{digest['digest_s'] * 1e3:.3f} ms",
-             f"render+tokenise {digest['prompt_s'] * 1e3:.1f} ms", f"{digest['ratio']:.1%}", "< 5 %",
+             f"render+tokenise {digest['prompt_s'] * 1e3:.1f} ms", f"{digest['ratio']:.3%}", "< 5 %",
              "met" if digest["ratio"] < 0.05 else "NOT met"),
             (f"evaluate ({ROLLOUTS} rollouts x {CALLS} calls; k = 1, 5, 10)", f"{costs['evaluate_s']:.2f} s",
              f"read the files {costs['read_s']:.2f} s", f"{costs['evaluate_ratio']:.2f}x", "<= 2x",
