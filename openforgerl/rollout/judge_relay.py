@@ -21,6 +21,8 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field, field_validator
 
+from openforgerl.verifiers.spec import http_base_url
+
 URL_ENV, KEY_ENV = "FORGE_JUDGE_URL", "FORGE_JUDGE_API_KEY"
 MAX_BODY = 4 * 1024 * 1024
 PATH = "/v1/chat/completions"
@@ -41,9 +43,7 @@ class JudgeSettings(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _http(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"{value!r} must be an http(s) URL such as http://127.0.0.1:8001/v1")
-        return value.rstrip("/") if value else value
+        return http_base_url(value)
 
 
 class JudgeRelay:

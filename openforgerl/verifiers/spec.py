@@ -33,6 +33,15 @@ class _Check(BaseModel):
         return value
 
 
+def http_base_url(value: str | None) -> str | None:
+    """An OpenAI-style base URL (http(s), with a host), without its trailing slash; None stays None."""
+    if value is None:
+        return None
+    if urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname:
+        raise ValueError(f"{value!r} must be an http(s) URL such as http://127.0.0.1:8000/v1")
+    return value.rstrip("/")
+
+
 def _absolute(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError(f"{value!r} must be an absolute path inside the container, e.g. /app/{value}")
@@ -316,11 +325,7 @@ class LlmJudgeCheck(_Check):
     @field_validator("base_url")
     @classmethod
     def _http(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if urlsplit(value).scheme not in ("http", "https"):
-            raise ValueError(f"{value!r} must be an http(s) URL such as http://127.0.0.1:8000/v1")
-        return value.rstrip("/")
+        return http_base_url(value)
 
 
 class _Composite(_Check):
