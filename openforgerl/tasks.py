@@ -118,6 +118,10 @@ class EnvironmentTable(_Table):
     into environment/Dockerfile."""
     template_params: dict[str, Any] = Field(default_factory=dict)
     """Parameters of that template (packages, services, setup, ...)."""
+    state_stores: list[str] = Field(default_factory=list)
+    """Directories where the environment keeps its state (a web app's database, the mail spool): the
+    verifier reads them, and the instruction need not name them (the agent changes them through the
+    app or service, not as files)."""
 
 
 class SourceAsset(_Table):

@@ -112,8 +112,9 @@ def verifier_paths(task: Task) -> list[str]:
 
 def check_instruction(task: Task) -> list[Finding]:
     instruction = task.instruction
+    stores = tuple(store.rstrip("/") + "/" for store in task.config.environment.state_stores)
     missing = [p for p in verifier_paths(task)
-               if p not in instruction and not _mentions_tail(instruction, p)]
+               if p not in instruction and not _mentions_tail(instruction, p) and not p.startswith(stores)]
     if not missing:
         return []
     return [Finding("instruction", f"the verifier (tests/) checks {', '.join(missing)} but {INSTRUCTION} never names "

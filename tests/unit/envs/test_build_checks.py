@@ -46,6 +46,20 @@ def test_naming_the_file_relative_to_the_workdir_is_enough(make_task):
     assert static_checks(Task.load(make_task(instruction="Create hello.txt (in /app) containing hi.\n"))) == []
 
 
+def test_a_state_store_of_the_environment_need_not_be_named(make_task):
+    from openforgerl.verifiers import compile_verifier
+
+    task_dir = make_task(instruction="Add the item 'milk' to the list in the web app.\n")
+    compile_verifier({"type": "sqlite", "database": "/var/lib/webapp/app.db", "query": "select 1",
+                      "expect_rows": [[1]]}, task_dir / "tests", overwrite=True)
+    [finding] = static_checks(Task.load(task_dir))
+    assert "/var/lib/webapp/app.db" in finding.what
+    task = Task.load(task_dir)
+    task.config.environment.state_stores = ["/var/lib/webapp"]
+    task.save()
+    assert static_checks(Task.load(task_dir)) == []
+
+
 def test_tests_or_solution_copied_into_the_image_are_reported(make_task):
     task_dir = make_task(instruction="Write hi into /app/hello.txt.\n")
     (task_dir / "environment" / "Dockerfile").write_text("FROM openforgerl/base:bookworm\nCOPY tests/ /tests/\n")

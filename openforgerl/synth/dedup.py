@@ -1,0 +1,129 @@
+"""Deduplication of candidate tasks: exact signatures, then MinHash LSH over the instructions.
+
+- Exact: ``task_sig`` (domain, asset sha256, family, the family's normalised signature of the
+  parameters) and ``verifier_sig`` (the compiled spec plus the asset's content hash) catch
+  paraphrases of one task, which text similarity cannot.
+- Near: normalised (NFKC, lower case, collapsed whitespace) character 5-gram shingles;
+  ``datasketch.MinHash`` (num_perm 128, seed 1) into ``MinHashLSH`` (threshold 0.7); every candidate
+  pair is rechecked with the exact Jaccard of the shingle sets (LSH only proposes), and pairs at or
+  above the threshold are joined into clusters (union-find). Each cluster keeps one member: the one
+  that got furthest, then the earliest proposed.
+- ``exact_clusters`` does the same with all-pairs exact Jaccard (no datasketch): the fallback when
+  datasketch is not installed, and the oracle the LSH is tested against.
+
+Invariant: which candidates are kept depends only on their texts, signatures and proposal order,
+never on hash-table iteration order.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SHINGLE = 5
+NUM_PERM = 128
+THRESHOLD = 0.7
+
+
+def normalise(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+def shingles(text: str, k: int = SHINGLE) -> set[str]:
+    text = normalise(text)
+    return {text[i:i + k] for i in range(max(len(text) - k + 1, 1))}
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+class UnionFind:
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+    def groups(self) -> list[list[int]]:
+        found: dict[int, list[int]] = {}
+        for i in range(len(self.parent)):
+            found.setdefault(self.find(i), []).append(i)
+        return sorted(found.values())
+
+
+@dataclass
+class Clusters:
+    """Near-duplicate groups of texts (indices into the input), with the similar pairs found."""
+
+    groups: list[list[int]]
+    pairs: dict[tuple[int, int], float] = field(default_factory=dict)
+    """(i, j) with i < j -> exact Jaccard, for every pair at or above the threshold."""
+    method: str = "minhash-lsh"
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def nearest(self, i: int) -> tuple[int | None, float]:
+        best: tuple[int | None, float] = (None, 0.0)
+        for (a, b), similarity in self.pairs.items():
+            if i in (a, b) and similarity > best[1]:
+                best = (b if a == i else a, similarity)
+        return best
+
+
+def lsh_clusters(texts: Sequence[str], threshold: float = THRESHOLD, num_perm: int = NUM_PERM) -> Clusters:
+    """Near-duplicate clusters by MinHash LSH, every proposed pair rechecked by exact Jaccard."""
+    from datasketch import MinHash, MinHashLSH
+
+    sets = [shingles(t) for t in texts]
+    hashes = MinHash.bulk([[s.encode() for s in sorted(one)] for one in sets], num_perm=num_perm, seed=1)
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    found = UnionFind(len(texts))
+    pairs: dict[tuple[int, int], float] = {}
+    for i, minhash in enumerate(hashes):
+        for j in sorted(lsh.query(minhash)):
+            similarity = jaccard(sets[i], sets[j])
+            if similarity >= threshold:
+                pairs[(j, i)] = similarity
+                found.union(i, j)
+        lsh.insert(i, minhash)
+    b, r = lsh.b, lsh.r
+    return Clusters(found.groups(), pairs, "minhash-lsh",
+                    {"shingle": f"char {SHINGLE}-gram", "num_perm": num_perm, "threshold": threshold, "b": b, "r": r})
+
+
+def exact_clusters(texts: Sequence[str], threshold: float = THRESHOLD) -> Clusters:
+    """The same clusters by all-pairs exact Jaccard: O(n^2), fine up to a few thousand texts."""
+    sets = [shingles(t) for t in texts]
+    found = UnionFind(len(texts))
+    pairs: dict[tuple[int, int], float] = {}
+    for j in range(len(sets)):
+        for i in range(j):
+            similarity = jaccard(sets[i], sets[j])
+            if similarity >= threshold:
+                pairs[(i, j)] = similarity
+                found.union(i, j)
+    return Clusters(found.groups(), pairs, "exact-jaccard", {"shingle": f"char {SHINGLE}-gram", "threshold": threshold})
+
+
+def near_clusters(texts: Sequence[str], threshold: float = THRESHOLD) -> Clusters:
+    """LSH when datasketch is installed (the ``synth`` extra), else exact all-pairs Jaccard."""
+    try:
+        import datasketch  # noqa: F401
+    except ImportError:
+        return exact_clusters(texts, threshold)
+    return lsh_clusters(texts, threshold)
+
+
+def max_similarity(text: str, others: Sequence[str]) -> float:
+    mine = shingles(text)
+    return max((jaccard(mine, shingles(other)) for other in others), default=0.0)

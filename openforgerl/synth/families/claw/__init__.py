@@ -1,0 +1,3 @@
+"""The claw families: name -> where each is defined (imported only when used)."""
+
+TABLE: dict[str, str] = {}
