@@ -34,6 +34,7 @@ def _register() -> None:
         rollout,
         serve,
         stack,
+        synth,
         tasks,
     )
 

@@ -37,6 +37,9 @@ class Candidate:
     reason_code: str | None = None
     reason: str | None = None
     prompt_hash: str | None = None
+    paraphrase: str | None = None
+    """A model's wording of the instruction: used only when it names every value the verifier checks."""
+    notes: list[str] = field(default_factory=list)
     task_sig: str | None = None
     verifier_sig: str | None = None
     cluster: str | None = None
@@ -71,7 +74,8 @@ class Candidate:
                 "title": draft.title if draft else None, "instruction": draft.instruction if draft else None,
                 "difficulty": draft.difficulty if draft else None, "task_sig": self.task_sig,
                 "verifier_sig": self.verifier_sig, "cluster": self.cluster, "max_jaccard": self.max_jaccard,
-                "dry_run": self.dry_run, "path": self.path, "build": self.build, "seconds": self.seconds}
+                "dry_run": self.dry_run, "path": self.path, "build": self.build, "seconds": self.seconds,
+                "notes": self.notes}
 
 
 def canonical_hash(value: Any) -> str:

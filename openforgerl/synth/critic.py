@@ -147,7 +147,20 @@ def _render(candidate: Candidate, family: Family, asset: Asset, state: Path) -> 
     if why:
         return "grounding", why
     candidate.draft = family.render(candidate.params, asset, state)
+    if candidate.paraphrase is not None:
+        _reword(candidate, candidate.draft)
     return check_schema(candidate)
+
+
+def _reword(candidate: Candidate, draft: TaskDraft) -> None:
+    """A model's instruction replaces the family's only when it names every checked value, safely."""
+    worded = TaskDraft(**{**draft.__dict__, "instruction": candidate.paraphrase or ""})
+    problem = check_literals(worded) or check_hazards(worded)
+    if problem is None:
+        draft.instruction = worded.instruction
+        candidate.notes.append("instruction: the model's wording")
+    else:
+        candidate.notes.append(f"instruction: the family's, since the model's {problem[1].removeprefix('the ')}")
 
 
 def _dry_run(candidate: Candidate, state: Path) -> tuple[str, str] | None:
