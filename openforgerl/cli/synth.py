@@ -21,9 +21,11 @@ from openforgerl.cli import cli
 @click.option("--out", type=click.Path(file_okay=False), help="Output directory (default runs/<time>-synth).")
 @click.option("--no-build", is_flag=True, help="Stop after writing the tasks (no build-env).")
 @click.option("--resume", is_flag=True, help="Continue the run in --out: decided candidates are skipped.")
+@click.option("--calibrate", metavar="HARNESS", help="Then roll out HARNESS 4 times per task (pass@1, pass@4; "
+                                                      "tasks some but not all attempts pass are tagged learnable).")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="YAML/TOML config.")
 @click.option("-o", "--set", "overrides", multiple=True, help="Config override key.path=value (repeatable).")
-def synth(domain, assets, n, proposer, model, base_url, families, seed, out, no_build, resume, config_file,
+def synth(domain, assets, n, proposer, model, base_url, families, seed, out, no_build, resume, calibrate, config_file,
           overrides) -> None:
     """Propose tasks from reference assets, keep the verifiable and distinct ones, build and publish them."""
     from openforgerl.cli.interrupt import run_interruptibly
@@ -36,6 +38,7 @@ def synth(domain, assets, n, proposer, model, base_url, families, seed, out, no_
     sets = [f"{k}={v}" for k, v in flags.items() if v is not None]
     sets += ["build=false"] if no_build else []
     sets += ["resume=true"] if resume else []
+    sets += [f"calibrate.harnesses=[{calibrate}]", "calibrate.attempts=4", "calibrate.ks=[1,4]"] if calibrate else []
     defaults: dict = {}
     if assets:
         defaults["assets"] = list(assets)

@@ -47,6 +47,7 @@ class Candidate:
     path: str | None = None
     dry_run: dict[str, float] = field(default_factory=dict)
     build: dict[str, Any] = field(default_factory=dict)
+    calibration: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     """CPU-bound seconds spent on it per stage."""
 
@@ -74,7 +75,8 @@ class Candidate:
                 "title": draft.title if draft else None, "instruction": draft.instruction if draft else None,
                 "difficulty": draft.difficulty if draft else None, "task_sig": self.task_sig,
                 "verifier_sig": self.verifier_sig, "cluster": self.cluster, "max_jaccard": self.max_jaccard,
-                "dry_run": self.dry_run, "path": self.path, "build": self.build, "seconds": self.seconds,
+                "dry_run": self.dry_run, "path": self.path, "build": self.build, "calibration": self.calibration,
+                "seconds": self.seconds,
                 "notes": self.notes}
 
 

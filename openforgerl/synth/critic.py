@@ -14,8 +14,10 @@ raises is a rejection with its exception, never a crash of the run.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 import unicodedata
@@ -39,6 +41,11 @@ HAZARDS = [
                 r"[\w.-]+\.[a-z]{2,}", re.I), "the network"),
 ]
 NOP_MAX, ORACLE_MIN = 0.0, 1.0
+
+
+def host_env() -> dict[str, str]:
+    """A verifier's ``python3`` on the host dry run is this interpreter (not a slow version-manager shim)."""
+    return {"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
 
 
 def check_schema(candidate: Candidate) -> tuple[str, str] | None:
@@ -99,7 +106,7 @@ def dry_run(draft: TaskDraft, state: Path) -> dict[str, float]:
             shutil.copytree(state, root, symlinks=True)
             if effect is not None:
                 effect(root)
-            verdict = run_compiled(tests, root, out=Path(tmp) / f"out-{len(rewards)}", timeout=120)
+            verdict = run_compiled(tests, root, out=Path(tmp) / f"out-{len(rewards)}", timeout=120, env=host_env())
             rewards[name] = verdict.reward if verdict.reward is not None else float("nan")
         return rewards
 

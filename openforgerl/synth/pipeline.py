@@ -30,7 +30,9 @@ from pydantic import BaseModel, Field, model_validator
 from openforgerl.config import save_resolved
 from openforgerl.envs.build import BuildEnvConfig, build_envs
 from openforgerl.errors import UserError
+from openforgerl.evaluation.runner import EvalConfig, run_eval
 from openforgerl.log import get_logger
+from openforgerl.rollout.runtime import Runtime
 from openforgerl.synth.assets import Asset, bundled_assets, find_assets
 from openforgerl.synth.candidate import Candidate, canonical_hash
 from openforgerl.synth.critic import criticise
@@ -40,7 +42,7 @@ from openforgerl.synth.llm import LlmProposer, LlmSettings
 from openforgerl.synth.proposers import Slot, procedural
 from openforgerl.synth.report import synth_report
 from openforgerl.synth.writer import write_task
-from openforgerl.tasks import Domain
+from openforgerl.tasks import Domain, Task
 from openforgerl.verifiers.compile import spec_json
 
 log = get_logger(__name__)
@@ -75,6 +77,10 @@ class SynthConfig(BaseModel):
     max_per_family_asset: int = Field(25, ge=1)
     resume: bool = False
     """Continue a run in ``out``: skip decided candidates; kept ones count towards n."""
+    calibrate: EvalConfig | None = None
+    """Optional: after build-env, ``forge eval`` the published tasks with this harness and model (its
+    ``tasks`` and ``run_dir`` are set by synth); each task gets pass@1 and pass@k, and those with
+    0 < pass@1 < 1 (some attempts pass, not all: what GRPO learns from) are tagged ``learnable``."""
 
     @model_validator(mode="after")
     def _something_to_synthesize(self) -> SynthConfig:
@@ -102,7 +108,7 @@ Progress = Callable[[str, Candidate], None]
 class Synthesizer:
     """One run; ``progress`` sees each candidate as it is proposed and decided."""
 
-    def __init__(self, config: SynthConfig, progress: Progress | None = None) -> None:
+    def __init__(self, config: SynthConfig, progress: Progress | None = None, runtime: Runtime | None = None) -> None:
         self.config = config
         self.progress: Progress = progress or (lambda event, candidate: None)
         self.out = Path(config.out or Path("runs") / (time.strftime("%Y%m%d-%H%M%S") + "-synth"))
@@ -110,6 +116,8 @@ class Synthesizer:
         self.candidates: dict[str, Candidate] = {}
         self.resumed: dict[str, dict[str, Any]] = {}
         self._resumed_kept = 0
+        self.runtime = runtime
+        """The calibration's runtime (default: the one its config names)."""
         self.llm = LlmProposer(self.config.llm) if self.config.proposer != "procedural" else None
         self.near = NearDuplicates(self.config.dedup_threshold)
         self.signatures: dict[str, str] = {}
@@ -159,6 +167,8 @@ class Synthesizer:
                 await self._propose(previous, lines)
                 if self.config.build:
                     manifest = await self._build(lines)
+                if self.config.calibrate is not None and self._kept():
+                    await self._calibrate(manifest, lines)
             finally:
                 report = synth_report(self, manifest)
                 (self.out / "synth_report.json").write_text(json.dumps(report, indent=2, default=str))
@@ -306,5 +316,45 @@ class Synthesizer:
         return report.manifest
 
 
-async def synthesize(config: SynthConfig, progress: Progress | None = None) -> SynthResult:
-    return await Synthesizer(config, progress).run()
+    async def _calibrate(self, manifest: Path | None, lines: Any) -> None:
+        """k rollouts of the reference harness on every published task (every written one without a
+        build); pass@1 and pass@k into its record."""
+        assert self.config.calibrate is not None
+        tasks = [str(manifest)] if manifest is not None else [str(self.out / "tasks")]
+        settings = self.config.calibrate.model_copy(update={"tasks": tasks,
+                                                            "run_dir": str(self.out / "calibrate")})
+        _, evaluation = await run_eval(settings, runtime=self.runtime)
+        k = max(settings.ks)
+        for harness in evaluation["harnesses"].values():
+            for task, scores in harness["tasks"].items():
+                record = self._record(task)
+                if record is None or scores["n"] == 0:
+                    continue
+                learnable = 0 < (scores["pass@1"] or 0) < 1
+                calibration = {"harness": settings.harnesses[0], "n": scores["n"], "pass@1": scores["pass@1"],
+                               f"pass@{k}": scores[f"pass@{k}"], "learnable": learnable}
+                record.update(stage="calibrate", calibration=calibration)
+                if record["id"] in self.candidates:
+                    self.candidates[record["id"]].passed("calibrate")
+                    self.candidates[record["id"]].calibration = record["calibration"]
+                if learnable:
+                    _tag(self.out / record["path"], "learnable")
+                lines.write(json.dumps(record, default=str) + "\n")
+        lines.flush()
+
+    def _record(self, task: str) -> dict[str, Any] | None:
+        if task in self.candidates:
+            return self.candidates[task].record()
+        return self.resumed.get(task)
+
+
+def _tag(task_dir: Path, tag: str) -> None:
+    task = Task.load(task_dir)
+    if tag not in task.config.metadata.tags:
+        task.config.metadata.tags.append(tag)
+        task.save()
+
+
+async def synthesize(config: SynthConfig, progress: Progress | None = None,
+                     runtime: Runtime | None = None) -> SynthResult:
+    return await Synthesizer(config, progress, runtime).run()

@@ -116,3 +116,27 @@ def test_an_endpoint_that_is_down_is_one_line_before_anything_is_proposed(asset_
     llm = LlmSettings(base_url="http://127.0.0.1:9/v1", timeout_s=2)
     with pytest.raises(ProviderError, match="proposer model"):
         run(SynthConfig(assets=[str(asset_dir)], n=1, out=str(tmp_path / "out"), build=False, proposer="llm", llm=llm))
+
+
+def test_calibration_records_pass_at_k_and_tags_the_learnable_tasks(asset_dir: Path, tmp_path: Path):
+    from openforgerl.evaluation.runner import EvalConfig
+    from openforgerl.tasks import Task
+    from openforgerl.testing.runtime import FakeRuntime, Scenario, exits, reward
+
+    verdicts = iter([1.0, 0.0] * 20)
+
+    async def half_the_time(box, command, timeout):
+        return await reward(next(verdicts))(box, command, timeout)
+
+    calibrate = EvalConfig(harnesses=["nop"], attempts=2, ks=[1, 2], concurrency=1)
+    result = asyncio.run(synthesize(SynthConfig(assets=[str(asset_dir)], n=2, out=str(tmp_path / "out"), build=False,
+                                                calibrate=calibrate, max_proposals=60),
+                                    runtime=FakeRuntime(Scenario(agent=exits(0), verifier=half_the_time))))
+    lines = records(result.out)
+    kept = [line for line in lines.values() if line["decision"] == "kept"]
+    assert len(kept) == 2 and all(line["stage"] == "calibrate" for line in kept)
+    assert all(line["calibration"] == {"harness": "nop", "n": 2, "pass@1": 0.5, "pass@2": 1.0, "learnable": True}
+               for line in kept)
+    assert all("learnable" in Task.load(result.out / line["path"]).config.metadata.tags for line in kept)
+    report = json.loads((result.out / "synth_report.json").read_text())
+    assert report["funnel"]["overall"]["calibrate"] == 2
