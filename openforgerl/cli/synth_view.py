@@ -43,15 +43,19 @@ async def synth_with_progress(config: SynthConfig) -> None:
 
 
 def funnel_table(report: dict[str, Any]) -> Table:
-    stages = [s for s in STAGES if s != "calibrate"]
-    table = Table(title="synthesis funnel (candidates that passed each stage)")
-    table.add_column("family")
+    """Proposed, kept, and the stages that dropped something (the others add only width)."""
+    overall = report["funnel"]["overall"]
+    built = report["run"]["config"].get("build", True)
+    ordered = [s for s in STAGES if s != "calibrate" and (built or s != "build")]
+    stages = [s for before, s in zip(["proposed", *ordered], ordered, strict=False)
+              if s == "proposed" or overall[s] < overall[before]]
+    table = Table(title="synthesis funnel (candidates that passed each stage; stages that dropped none left out)")
+    table.add_column("family", no_wrap=True)
     for stage in stages:
         table.add_column(stage, justify="right")
     table.add_column("kept", justify="right", style="green")
     for family, counts in report["funnel"]["by_family"].items():
         table.add_row(family, *(str(counts[s]) for s in stages), str(counts["kept"]))
-    overall = report["funnel"]["overall"]
     table.add_row("[bold]all", *(f"[bold]{overall[s]}" for s in stages), f"[bold]{report['kept']}")
     return table
 

@@ -15,6 +15,7 @@ and ``resume`` continues where it stopped: decided candidates are skipped, kept 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import tempfile
 import time
@@ -146,6 +147,7 @@ class Synthesizer:
                 continue
             state = asset.materialize(states / asset.name)
             self.slots += [Slot(asset, family(name), state) for name in wanted]
+        self.slots = interleaved(self.slots)
         missing = [n for n in self.config.families if n not in known]
         if missing or not self.slots:
             what = ", ".join(missing) or f"the assets list none of {self.config.families}"
@@ -358,3 +360,13 @@ def _tag(task_dir: Path, tag: str) -> None:
 async def synthesize(config: SynthConfig, progress: Progress | None = None,
                      runtime: Runtime | None = None) -> SynthResult:
     return await Synthesizer(config, progress, runtime).run()
+
+
+def interleaved(slots: list[Slot]) -> list[Slot]:
+    """The slots taken one asset at a time in turn (each asset's families in order), so the first few
+    proposals already cover every asset instead of exhausting the first asset's families."""
+    by_asset: dict[str, list[Slot]] = {}
+    for slot in slots:
+        by_asset.setdefault(str(slot.asset.root), []).append(slot)
+    rounds = itertools.zip_longest(*by_asset.values())
+    return [slot for turn in rounds for slot in turn if slot is not None]

@@ -4,9 +4,12 @@
     forge-webapp run [--] CMD...   start the app, then exec CMD (the image's entrypoint)
     forge-webapp                   start the app unless it already answers; print its URL
 
-The app is ``python3 -m http.server`` over ``$WEBAPP_DIR`` on ``$WEBAPP_PORT`` (0: a free port —
-containers share the host's network and rollouts run side by side). Every request is logged to
-/var/log/webapp/access.log, root's file, so a verifier can read what the agent submitted.
+The app is ``python3 -m http.server`` over ``$WEBAPP_DIR`` (static mode) or, when the directory holds
+an ``app.py`` (app mode), that program: ``python3 app.py --bind 127.0.0.1 --port P --db $WEBAPP_DB``
+(default /var/lib/webapp/app.db), run as root from the directory, which like http.server prints
+"... port N ..." once it listens and logs each request to stderr. Either serves on ``$WEBAPP_PORT``
+(0: a free port — containers share the host's network and rollouts run side by side). Every request
+is logged to /var/log/webapp/access.log, root's file, so a verifier can read what the agent submitted.
 Invariant: at most one app per container — starts are serialised by a lock, and once the app
 answers its URL is published in /run/forge-webapp/url and every later call just prints it.
 """
@@ -22,6 +25,8 @@ from pathlib import Path
 
 STATE = Path("/run/forge-webapp")
 ACCESS_LOG = Path("/var/log/webapp/access.log")
+APP_PROGRAM = "app.py"
+DEFAULT_DB = "/var/lib/webapp/app.db"
 SERVING = re.compile(r"port (\d+)")
 START_TIMEOUT_S = 15
 
@@ -34,14 +39,23 @@ def answers(url):
         return False
 
 
+def server_command(directory, port):
+    """The app's own program (app mode) when the directory has one, else a static file server."""
+    if (Path(directory) / APP_PROGRAM).is_file():
+        return [sys.executable, "-u", APP_PROGRAM, "--bind", "127.0.0.1", "--port", str(port),
+                "--db", os.environ.get("WEBAPP_DB") or DEFAULT_DB]
+    return [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", "--directory", directory, str(port)]
+
+
 def start(directory, port, detach):
     ACCESS_LOG.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", "--directory", directory, str(port)]
+    command = server_command(directory, port)
     with open(STATE / "server.out", "wb") as out, open(ACCESS_LOG, "ab") as log:
         # No inherited pipes, so a `docker exec` that starts the app returns while it keeps serving.
         # Detached (own session) when started by a command; the entrypoint's child otherwise, so it
         # belongs to the environment and outlives the agent's processes.
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=log, start_new_session=detach)
+        return subprocess.Popen(command, cwd=directory, stdin=subprocess.DEVNULL, stdout=out, stderr=log,
+                                start_new_session=detach)
 
 
 def wait_for_port(server):
@@ -52,9 +66,9 @@ def wait_for_port(server):
             return int(found.group(1))
         if server.poll() is not None:
             tail = ACCESS_LOG.read_text(errors="replace").strip().splitlines()[-3:]
-            raise RuntimeError(f"http.server exited ({server.returncode}): {' | '.join(tail)}")
+            raise RuntimeError(f"the web app exited ({server.returncode}): {' | '.join(tail)}")
         time.sleep(0.05)
-    raise RuntimeError(f"http.server did not start in {START_TIMEOUT_S} s")
+    raise RuntimeError(f"the web app did not start in {START_TIMEOUT_S} s")
 
 
 def published():

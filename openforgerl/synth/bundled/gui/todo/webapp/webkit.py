@@ -1,0 +1,1 @@
+../../_kit/webkit.py
