@@ -36,6 +36,29 @@ def test_ten_synthesised_gui_tasks_pass_build_env(tmp_path: Path):
     assert report["kept"] == len(passed)
     assert {row["task"].split("-")[1] for row in rows} >= {"todo", "shop", "booking", "contacts"}
     assert len({row["image"] for row in passed}) == 4  # one image per web app, shared by its tasks
+    for image in {row["image"] for row in passed}:
+        assert agent_tampering(image) == ["database: denied", "seed program: denied"], image
+
+
+TAMPER = """
+import sqlite3
+for what, attempt in [("database", lambda: sqlite3.connect("/var/lib/webapp/app.db").execute("PRAGMA user_version=7")),
+                      ("seed program", lambda: open("/srv/webapp/seed.py").read())]:
+    try:
+        attempt()
+        print(what + ": done")
+    except (OSError, sqlite3.Error):
+        print(what + ": denied")
+"""
+
+
+def agent_tampering(image: str) -> list[str]:
+    """What the agent user gets trying to change the app's state behind its back, or to read its seeder."""
+    import docker
+
+    out = docker.from_env().containers.run(image, ["python3", "-c", TAMPER], entrypoint=[], user="1000:1000",
+                                           network_mode="none", remove=True)
+    return out.decode().split("\n")[:-1]
 
 
 @pytest.fixture(scope="module")
