@@ -31,6 +31,25 @@ from openforgerl.errors import ProviderError
 from openforgerl.synth.candidate import Candidate
 from openforgerl.synth.proposers import Slot, candidate_id, candidate_rng
 
+MAX_REFUSALS = 20
+"""Requests an endpoint may refuse (HTTP 400) before the run stops: one is a candidate's problem, many the setup's."""
+GRAMMAR_UNSUPPORTED = frozenset({"not", "if", "then", "else", "dependentSchemas", "dependentRequired", "contains"})
+"""JSON-schema keywords constrained decoders (vLLM's guided decoding among them) refuse; the critic checks them."""
+
+
+class RequestRefused(Exception):
+    """The endpoint refused one request (HTTP 400): that candidate is rejected, the run goes on."""
+
+
+def grammar_schema(schema: Any) -> Any:
+    """``schema`` without the keywords constrained decoding cannot express. What they said (a new title
+    must not be an existing one, say) is still enforced: ``check_params`` runs on every proposal."""
+    if isinstance(schema, dict):
+        return {key: grammar_schema(value) for key, value in schema.items() if key not in GRAMMAR_UNSUPPORTED}
+    if isinstance(schema, list):
+        return [grammar_schema(item) for item in schema]
+    return schema
+
 
 class LlmSettings(BaseModel):
     """The proposer model."""
@@ -95,6 +114,7 @@ class LlmProposer:
     def __init__(self, settings: LlmSettings) -> None:
         self.settings = settings
         self.usage = Usage()
+        self.refusals = 0
         self._client: Any = None
 
     @property
@@ -130,7 +150,11 @@ class LlmProposer:
                               prompt_hash=hashlib.sha256(json.dumps(messages).encode()).hexdigest()[:16])
         problem = ""
         for _ in range(self.settings.attempts):
-            text = self._complete(messages, slot)
+            try:
+                text = self._complete(messages, slot)
+            except RequestRefused as exc:  # this request, not the endpoint: the candidate fails, the run goes on
+                candidate.reject("schema.refused", f"the endpoint refused the request: {exc}")
+                return candidate
             try:
                 candidate.params, candidate.paraphrase = parse_proposal(text)
                 return candidate
@@ -143,7 +167,7 @@ class LlmProposer:
         kwargs: dict[str, Any] = {}
         if self.settings.json_schema:
             schema = {"type": "object", "required": ["params"],
-                      "properties": {"params": slot.family.params_schema(slot.asset, slot.state),
+                      "properties": {"params": grammar_schema(slot.family.params_schema(slot.asset, slot.state)),
                                      "instruction": {"type": "string"}}}
             kwargs["response_format"] = {"type": "json_schema",
                                          "json_schema": {"name": "task_proposal", "schema": schema}}
@@ -161,6 +185,12 @@ class LlmProposer:
 
         try:
             return request()
+        except openai.BadRequestError as exc:
+            self.refusals += 1
+            if self.refusals > MAX_REFUSALS:
+                raise ProviderError(f"proposer model at {self.settings.base_url} refused {self.refusals} requests; "
+                                    f"the last: {exc}", fix="check --model, or turn off -o llm.json_schema") from exc
+            raise RequestRefused(str(exc)) from exc
         except openai.OpenAIError as exc:
             raise ProviderError(f"proposer model at {self.settings.base_url} failed: {exc}",
                                 fix="check --base-url (an OpenAI-compatible /v1 endpoint) is up, e.g. forge serve") \

@@ -110,6 +110,27 @@ def test_the_llm_proposer_s_good_bad_and_duplicate_proposals(asset_dir: Path, tm
     assert report["run"]["llm"]["calls"] == 6 and report["rejections"]["schema.malformed"]["count"] == 1
 
 
+def test_a_refused_request_rejects_its_candidate_and_the_run_goes_on(asset_dir: Path, tmp_path: Path):
+    good = {"params": {"note": "beta.txt", "target": "b.txt"}, "instruction": "Copy beta.txt into /app/out/b.txt."}
+    refused = Reply(status=400, raw=json.dumps({"error": {"message": "Grammar error: Unimplemented keys"}}).encode())
+    with ScriptedChatServer([refused, json.dumps(good)], after_last="repeat", model="tiny") as server:
+        llm = LlmSettings(base_url=server.base_url, model="tiny", attempts=2)
+        result = run(SynthConfig(assets=[str(asset_dir)], n=1, out=str(tmp_path / "out"), build=False,
+                                 proposer="llm", llm=llm, max_proposals=3))
+    first, second = sorted(result.candidates, key=lambda c: c.index)
+    assert first.reason_code == "schema.refused" and "Grammar error" in first.reason
+    assert second.decision == "kept"
+
+
+def test_the_schema_sent_for_constrained_decoding_drops_what_decoders_refuse():
+    from openforgerl.synth.llm import grammar_schema
+
+    schema = {"type": "object", "properties": {"title": {"type": "string", "not": {"enum": ["Old"]}},
+                                               "list": {"enum": ["Home", "Work"]}}, "required": ["title"]}
+    assert grammar_schema(schema) == {"type": "object", "required": ["title"],
+                                      "properties": {"title": {"type": "string"}, "list": {"enum": ["Home", "Work"]}}}
+
+
 def test_an_endpoint_that_is_down_is_one_line_before_anything_is_proposed(asset_dir: Path, tmp_path: Path):
     from openforgerl.errors import ProviderError
 

@@ -8,6 +8,7 @@ and that every other contact is exactly as seeded.
 from __future__ import annotations
 
 import random
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -67,11 +68,22 @@ def new_value(rng: random.Random, field: str, name: str) -> str:
     return rng.choice(sorted(NEW_COMPANIES) if field == "company" else NEW_CITIES)
 
 
+PLAUSIBLE = {
+    "name": (re.compile(r"[A-Z][A-Za-z'-]+( [A-Z][A-Za-z'-]+){1,3}"), "a person's name (2-4 capitalised words)"),
+    "email": (re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"), "an email address"),
+    "phone": (re.compile(r"\+?[0-9][0-9 ()-]{5,18}[0-9]"), "a phone number"),
+    "company": (re.compile(r"[A-Za-z0-9][A-Za-z0-9 &.,'-]{1,39}"), "a company name of up to 40 characters"),
+    "city": (re.compile(r"[A-Z][A-Za-z .'-]{1,39}"), "a city name of up to 40 characters"),
+}
+"""What a proposed value must look like: a contact card a person would fill in, not a model's word salad."""
+
+
 def valid_text(field: str, value: Any) -> str | None:
     if not isinstance(value, str) or not 2 <= len(value) <= 80 or value != " ".join(value.split()):
         return f"the {field} {value!r} must be 2 to 80 characters on one line"
-    if field == "email" and ("@" not in value or " " in value):
-        return f"{value!r} is not an email address"
+    pattern, what = PLAUSIBLE.get(field, (None, ""))
+    if pattern is not None and not pattern.fullmatch(value):
+        return f"{value!r} is not {what}"
     return None
 
 
