@@ -155,6 +155,8 @@ class ValidationTable(_Table):
 
     oracle_rewards: list[float] = Field(default_factory=list)
     nop_rewards: list[float] = Field(default_factory=list)
+    failure_rewards: dict[str, list[float]] | None = None
+    """Failure case (solution/failures/NAME.sh) -> its rewards; each must be at most nop_max."""
     passed: bool | None = None
     image: str | None = None
     image_digest: str | None = None

@@ -117,6 +117,7 @@ class RoundRecord:
     """Whether this round ran a docker build (false: an identical environment was already built)."""
     nop_rewards: list[float | None] = field(default_factory=list)
     oracle_rewards: list[float | None] = field(default_factory=list)
+    failure_rewards: dict[str, list[float | None]] = field(default_factory=dict)
     seconds: float = 0.0
     repair: dict[str, Any] | None = None
     """The repair applied after this round: explanation and paths edited, or the repairer's error."""
@@ -245,8 +246,9 @@ class EnvBuilder:
                                   oracle_min=self.config.oracle_min, agent_user=self.config.agent_user,
                                   network=self.config.network)
         record.nop_rewards, record.oracle_rewards = checks.nop.rewards, checks.oracle.rewards
-        attempt.logs = {**{f"nop {k}": v for k, v in checks.nop.logs.items()},
-                        **{f"oracle {k}": v for k, v in checks.oracle.logs.items()}}
+        record.failure_rewards = {name: check.rewards for name, check in checks.failures.items()}
+        attempt.logs = {f"{check.harness} {k}": v for check in (checks.nop, checks.oracle, *checks.failures.values())
+                        for k, v in check.logs.items()}
         record.passed, record.reason = checks.ok, checks.reason
         record.stage = "passed" if checks.ok else record.stage
 
@@ -291,6 +293,8 @@ class EnvBuilder:
         values = {"passed": outcome.passed, "reason": outcome.reason or None, "date": _now(),
                   "nop_rewards": [r for r in last.nop_rewards if r is not None],
                   "oracle_rewards": [r for r in last.oracle_rewards if r is not None],
+                  "failure_rewards": {name: [r for r in rewards if r is not None]
+                                      for name, rewards in last.failure_rewards.items()} or None,
                   "image": outcome.image, "image_digest": outcome.image_digest, "rounds": len(outcome.rounds) - 1,
                   "warnings": last.warnings or None}
         try:

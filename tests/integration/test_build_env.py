@@ -256,6 +256,23 @@ def test_a_task_with_a_compiled_verifier_spec_is_validated(tmp_path: Path):
     assert outcome.rounds[0].nop_rewards == [0.0, 0.0] and outcome.rounds[0].oracle_rewards == [1.0, 1.0]
 
 
+def test_failure_cases_the_task_ships_must_score_0_and_a_verifier_that_rewards_one_fails(tmp_path: Path):
+    # The verifier checks only that the file exists: "hello" instead of "hi" still passes it (a reward hack).
+    lax = "#!/bin/bash\n[ -f /app/hello.txt ] && r=1 || r=0\necho \"{\\\"reward\\\": $r}\" > /logs/verifier/reward.json\n"
+    failures = {"solution/failures/wrong_file.sh": "#!/bin/bash\necho hi > /app/goodbye.txt\n",
+                "solution/failures/wrong_text.sh": "#!/bin/bash\necho hello > /app/hello.txt\n"}
+    strict = hello_task(tmp_path / "tasks", "strict-hello", unique_dockerfile(), **failures)
+    loose = hello_task(tmp_path / "tasks", "loose-hello", unique_dockerfile(), **failures, **{"tests/test.sh": lax})
+    _, outcomes = build(tmp_path, [strict, loose], push=False, repeats=1)
+    assert outcomes["strict-hello"].passed, outcomes["strict-hello"].reason
+    assert outcomes["strict-hello"].rounds[0].failure_rewards == {"wrong_file": [0.0], "wrong_text": [0.0]}
+    validation = tomllib.loads((strict / "task.toml").read_text())["validation"]
+    assert validation["failure_rewards"] == {"wrong_file": [0.0], "wrong_text": [0.0]}
+    loose_outcome = outcomes["loose-hello"]
+    assert not loose_outcome.passed and loose_outcome.rounds[0].failure_rewards["wrong_text"] == [1.0]
+    assert "failure wrong_text check" in loose_outcome.reason and "wrong_file" not in loose_outcome.reason
+
+
 def test_validating_as_the_agent_user_catches_an_environment_only_root_can_work_in(tmp_path: Path):
     # the harness hands /app to the agent user; /srv/out stays root's
     root_only = unique_dockerfile() + "RUN mkdir -p /srv/out && chmod 0755 /srv/out\n"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from openforgerl.errors import UserError
-from openforgerl.rollout.harness import AgentContext, Harness, Invocation
+from openforgerl.rollout.harness import AgentContext, Harness, HarnessOptions, Invocation
 from openforgerl.rollout.runtime import Sandbox
-from openforgerl.tasks import SOLUTION_SCRIPT, Task
+from openforgerl.tasks import Task
 
 
 class NopHarness(Harness):
@@ -19,15 +21,24 @@ class NopHarness(Harness):
 
 
 class OracleHarness(Harness):
-    """Runs the task's reference solution: the verifier must score it at least oracle_min."""
+    """Runs the task's reference solution: the verifier must score it at least oracle_min. With
+    ``script`` it runs another script of solution/ instead, e.g. a failure case that must score 0."""
 
     name = "oracle"
     uses_model = False
 
+    class Options(HarnessOptions):
+        script: str = Field("solve.sh", pattern=r"^[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*\.sh$")
+        """The script under the task's solution/ to run (default the reference solution, solve.sh)."""
+
+    options: Options
+
     async def prepare(self, sandbox: Sandbox, task: Task) -> None:
-        if not (task.path / SOLUTION_SCRIPT).is_file():
-            raise UserError(f"{task.path / SOLUTION_SCRIPT}: missing", fix="add the reference solution")
+        script = task.solution_dir / self.options.script
+        if not script.is_file():
+            what = "the reference solution" if self.options.script == "solve.sh" else "that script"
+            raise UserError(f"{script}: missing", fix=f"add {what}")
         await sandbox.put(task.solution_dir, "/")
 
     def invocation(self, ctx: AgentContext) -> Invocation:
-        return Invocation(["bash", "/solution/solve.sh"])
+        return Invocation(["bash", f"/solution/{self.options.script}"])

@@ -65,6 +65,8 @@ def test_a_typo_in_a_run_config_names_the_field_and_lists_the_valid_options():
     ("mini-swe-agent", {"step_limit": -1}, "harness_options.step_limit: expected an integer, got -1 (input should "
                                            "be greater than or equal to 0)"),
     ("browser", {"viewport": "big"}, "harness_options.viewport: expected a string, got 'big' (string should match"),
+    ("oracle", {"script": "../../etc/evil.sh"},
+     "harness_options.script: expected a string, got '../../etc/evil.sh' (string should match"),
 ])
 def test_the_message_says_what_was_expected_and_what_was_given(name: str, options: dict, expected: str):
     with pytest.raises(ConfigError) as exc:
