@@ -16,6 +16,8 @@ from openforgerl.cli import cli
 @click.option("--proposer", type=click.Choice(["procedural", "llm", "mixed"]), help="Where proposals come from.")
 @click.option("--model", help="Proposer model name (llm, mixed; default: the first the endpoint lists).")
 @click.option("--base-url", help="Proposer endpoint, OpenAI-compatible (default forge serve's, http://127.0.0.1:8000/v1).")
+@click.option("--llm-mode", type=click.Choice(["params", "freeform"]),
+              help="params: the model picks a family's parameters; freeform: it writes whole tasks (strong models).")
 @click.option("--family", "families", multiple=True, help="Only this family (repeatable).")
 @click.option("--seed", type=int, help="Seed of the procedural proposer (default 0).")
 @click.option("--out", type=click.Path(file_okay=False), help="Output directory (default runs/<time>-synth).")
@@ -25,8 +27,8 @@ from openforgerl.cli import cli
                                                       "tasks some but not all attempts pass are tagged learnable).")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="YAML/TOML config.")
 @click.option("-o", "--set", "overrides", multiple=True, help="Config override key.path=value (repeatable).")
-def synth(domain, assets, n, proposer, model, base_url, families, seed, out, no_build, resume, calibrate, config_file,
-          overrides) -> None:
+def synth(domain, assets, n, proposer, model, base_url, llm_mode, families, seed, out, no_build, resume, calibrate,
+          config_file, overrides) -> None:
     """Propose tasks from reference assets, keep the verifiable and distinct ones, build and publish them."""
     from openforgerl.cli.interrupt import run_interruptibly
     from openforgerl.cli.synth_view import synth_with_progress
@@ -34,7 +36,7 @@ def synth(domain, assets, n, proposer, model, base_url, families, seed, out, no_
     from openforgerl.synth.pipeline import SynthConfig
 
     flags = {"domain": domain, "n": n, "proposer": proposer, "llm.model": model, "llm.base_url": base_url,
-             "seed": seed, "out": out}
+             "llm.mode": llm_mode, "seed": seed, "out": out}
     sets = [f"{k}={v}" for k, v in flags.items() if v is not None]
     sets += ["build=false"] if no_build else []
     sets += ["resume=true"] if resume else []

@@ -111,10 +111,12 @@ def dry_run(draft: TaskDraft, state: Path) -> dict[str, float]:
         return rewards
 
 
-def judge_dry_run(rewards: dict[str, float]) -> tuple[str, str] | None:
+def judge_dry_run(rewards: dict[str, float], sandbox_only: bool = False) -> tuple[str, str] | None:
     nop, oracle = rewards.get("nop"), rewards.get("oracle")
     if nop is None or not nop <= NOP_MAX:
         return "dry_run.nop", f"doing nothing scores {nop} (must be {NOP_MAX:g})"
+    if sandbox_only:
+        return None
     if oracle is None or not oracle >= ORACLE_MIN:
         return "dry_run.oracle", f"the reference solution's effect scores {oracle} (must be {ORACLE_MIN:g})"
     passing = {name: r for name, r in rewards.items() if name not in ("nop", "oracle") and not r <= NOP_MAX}
@@ -173,7 +175,9 @@ def _reword(candidate: Candidate, draft: TaskDraft) -> None:
 def _dry_run(candidate: Candidate, state: Path) -> tuple[str, str] | None:
     assert candidate.draft is not None
     candidate.dry_run = dry_run(candidate.draft, state)
-    return judge_dry_run(candidate.dry_run)
+    if candidate.draft.sandbox_only:
+        candidate.notes.append("dry run: nop only; the oracle and failure cases run only in build-env's containers")
+    return judge_dry_run(candidate.dry_run, candidate.draft.sandbox_only)
 
 
 def normalise(text: str) -> str:

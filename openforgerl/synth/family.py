@@ -56,6 +56,9 @@ class TaskDraft:
     ``oracle``, each failure case), e.g. a code family's own test runs."""
     files: dict[str, str] = field(default_factory=dict)
     """Extra files of the task directory (relative path -> text), e.g. tests/test_hidden.py."""
+    sandbox_only: bool = False
+    """The oracle and the failure cases are checked only in build-env's containers (a model wrote them:
+    they never run on this host); the host dry run then checks nop alone."""
 
 
 class Family(ABC):

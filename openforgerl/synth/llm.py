@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jinja2
 from pydantic import BaseModel, Field
@@ -67,6 +67,9 @@ class LlmSettings(BaseModel):
     timeout_s: float = Field(120.0, gt=0)
     json_schema: bool = True
     """Ask for the answer by JSON schema (response_format); off for endpoints that refuse it."""
+    mode: Literal["params", "freeform"] = "params"
+    """params: the model picks a family's parameters (and may reword); freeform: it writes the whole task,
+    verifier (declarative checks only), solution and failure cases, which build-env checks in containers."""
 
 
 @dataclass
@@ -86,10 +89,11 @@ def _jinja() -> jinja2.Environment:
 def prompt_messages(slot: Slot, example: dict[str, Any], example_instruction: str, avoid: list[str],
                     difficulty: str = "easy") -> list[dict[str, str]]:
     jinja = _jinja()
+    system = "freeform.jinja" if slot.family.name.endswith(".freeform") else "system.jinja"
     context = {"asset": slot.asset.config, "family": slot.family, "avoid": avoid[-20:], "difficulty": difficulty,
                "schema": json.dumps(slot.family.params_schema(slot.asset, slot.state), indent=1)[:6000],
                "example_params": json.dumps(example), "example_instruction": json.dumps(example_instruction)}
-    return [{"role": "system", "content": jinja.get_template("system.jinja").render(**context)},
+    return [{"role": "system", "content": jinja.get_template(system).render(**context)},
             {"role": "user", "content": jinja.get_template("user.jinja").render(**context)}]
 
 

@@ -39,6 +39,7 @@ from openforgerl.synth.candidate import Candidate, canonical_hash
 from openforgerl.synth.critic import criticise
 from openforgerl.synth.dedup import THRESHOLD, NearDuplicates
 from openforgerl.synth.families import FAMILIES, family
+from openforgerl.synth.freeform import FreeformFamily
 from openforgerl.synth.llm import LlmProposer, LlmSettings
 from openforgerl.synth.proposers import Slot, procedural
 from openforgerl.synth.report import synth_report
@@ -199,6 +200,8 @@ class Synthesizer:
         use_llm = self.llm is not None and (self.config.proposer == "llm" or index % 2 == 1)
         if use_llm:
             assert self.llm is not None
+            if self.config.llm.mode == "freeform":
+                slot = Slot(slot.asset, FreeformFamily(slot.family), slot.state)
             titles = [c.draft.title for c in self.candidates.values()
                       if c.decision == "kept" and c.family == slot.family.name and c.draft]
             candidate = self.llm.propose(slot, index, self.config.seed, titles)

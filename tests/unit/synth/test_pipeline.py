@@ -131,6 +131,41 @@ def test_the_schema_sent_for_constrained_decoding_drops_what_decoders_refuse():
                                       "properties": {"title": {"type": "string"}, "list": {"enum": ["Home", "Work"]}}}
 
 
+def freeform(verifier: dict, failure: str = "echo first note > /app/out/b.txt", **extra: str) -> str:
+    task = {"title": "Copy beta", "instruction": "Copy beta.txt to /app/out/b.txt (it says: second note).",
+            "verifier": verifier, "solution": "mkdir -p /app/out && cp /app/beta.txt /app/out/b.txt",
+            "failure_cases": {"wrong_note": f"mkdir -p /app/out && {failure}"}}
+    return json.dumps({"params": {**task, **extra}})
+
+
+GOOD_CHECK = {"type": "file_contains", "path": "/app/out/b.txt", "text": "second note"}
+
+
+def test_freeform_tasks_keep_model_scripts_off_the_host_and_their_failure_cases_in_the_task(asset_dir: Path,
+                                                                                            tmp_path: Path):
+    replies = [freeform(GOOD_CHECK),
+               freeform({"type": "command", "run": "cat /app/out/b.txt"}),  # runs what the model wrote: refused
+               freeform({"type": "file_exists", "path": "/app/beta.txt"},  # passes doing nothing
+                        instruction="Make sure /app/beta.txt is there."),
+               freeform({"type": "file_contains", "path": "/app/out/b.txt", "text": "third"})]  # never named
+    with ScriptedChatServer(replies, model="strong") as server:
+        llm = LlmSettings(base_url=server.base_url, model="strong", mode="freeform")
+        result = run(SynthConfig(assets=[str(asset_dir)], n=2, out=str(tmp_path / "out"), build=False,
+                                 proposer="llm", llm=llm, max_proposals=4))
+        system = server.requests[0]["messages"][0]["content"]
+    by_index = {c.index: c for c in result.candidates}
+    kept = by_index[0]
+    assert kept.decision == "kept" and kept.family == "claw.freeform" and kept.dry_run == {"nop": 0.0}
+    assert any("only in build-env's containers" in note for note in kept.notes)
+    task = result.out / kept.path
+    assert (task / "solution" / "failures" / "wrong_note.sh").read_text().startswith("#!/bin/bash\nmkdir -p")
+    assert "cp /app/beta.txt /app/out/b.txt" in (task / "solution" / "solve.sh").read_text()
+    assert by_index[1].reason_code == "grounding" and "uses command" in by_index[1].reason
+    assert by_index[2].reason_code == "dry_run.nop"
+    assert by_index[3].reason_code == "literals" and "'third'" in by_index[3].reason
+    assert "failure cases" in system and "file_contains" in system
+
+
 def test_an_endpoint_that_is_down_is_one_line_before_anything_is_proposed(asset_dir: Path, tmp_path: Path):
     from openforgerl.errors import ProviderError
 
