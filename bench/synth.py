@@ -9,7 +9,9 @@
   (``forge synth --no-build``), per domain, one process. Goals: >= 50/min gui and claw, >= 10/min code.
 - With ``--llm URL``: the LLM proposer's funnel (forge serve's SmolLM2 by default).
 
-Run: .venv/bin/python bench/synth.py [--sizes 1000,10000,100000] [--llm http://127.0.0.1:8000/v1]
+- With ``--build N``: N procedural tasks per domain through the real build-env; goal >= 95 % pass.
+
+Run: .venv/bin/python bench/synth.py [--sizes 1000,10000,100000] [--build 20] [--llm http://127.0.0.1:8000/v1]
 Writes bench/results/synth.md.
 """
 
@@ -131,25 +133,48 @@ def throughput_rows(domains: list[str], n: int) -> list[str]:
     return rows
 
 
+def build_rows(domains: list[str], n: int) -> list[str]:
+    """Procedural candidates that passed the dry run, through the real build-env (Docker nop/oracle)."""
+    from openforgerl.synth.pipeline import SynthConfig, synthesize
+
+    rows = []
+    for domain in domains:
+        with tempfile.TemporaryDirectory(prefix="forge-bench-synth-build-") as tmp:
+            started = time.perf_counter()
+            config = SynthConfig(domain=domain, n=n, seed=11, out=str(Path(tmp) / "out"),
+                                 build_env={"push": False, "repeats": 1, "rounds": 0})
+            result = asyncio.run(synthesize(config))
+            seconds = time.perf_counter() - started
+        built = [c for c in result.candidates if c.build]
+        passed = sum(bool(c.build.get("passed")) for c in built)
+        rate = passed / len(built) if built else 0.0
+        failures = "; ".join(f"{c.id}: {c.reason}"[:160] for c in built if not c.build.get("passed")) or "-"
+        verdict = "met" if rate >= 0.95 else "NOT met"
+        rows.append(f"| {domain} | {passed} of {len(built)} | {rate:.0%} | >= 95%: {verdict} | {seconds:.0f} s "
+                    f"| {failures} |")
+    return rows
+
+
 def llm_rows(url: str, n: int) -> list[str]:
     from openforgerl.synth.llm import LlmSettings
     from openforgerl.synth.pipeline import SynthConfig, synthesize
 
     rows = []
-    with tempfile.TemporaryDirectory(prefix="forge-bench-synth-llm-") as tmp:
-        started = time.perf_counter()
-        result = asyncio.run(synthesize(SynthConfig(domain="claw", n=n, out=str(Path(tmp) / "out"), build=False,
-                                                    proposer="llm", llm=LlmSettings(base_url=url),
-                                                    max_proposals=4 * n)))
-        seconds = time.perf_counter() - started
-    report = result.report
-    funnel = report["funnel"]["overall"]
-    rows.append(f"| {report['run']['model']} | {funnel['proposed']} proposed -> schema {funnel['schema']} -> grounding "
-                f"{funnel['grounding']} -> literals {funnel['literals']} -> dry run {funnel['dry_run']} -> kept "
-                f"{report['kept']} | {seconds:.0f} s | "
-                + ", ".join(f"{code} {entry['count']}" for code, entry in report["rejections"].items()) + " |")
-    reworded = sum("model's wording" in " ".join(c.notes) for c in result.candidates)
-    rows.append(f"| | instructions in the model's own words: {reworded} of {report['kept']} kept | | |")
+    for domain, mode in (("claw", "params"), ("gui", "params"), ("claw", "freeform")):
+        with tempfile.TemporaryDirectory(prefix="forge-bench-synth-llm-") as tmp:
+            started = time.perf_counter()
+            result = asyncio.run(synthesize(SynthConfig(domain=domain, n=n, out=str(Path(tmp) / "out"), build=False,
+                                                        proposer="llm", llm=LlmSettings(base_url=url, mode=mode),
+                                                        max_proposals=4 * n)))
+            seconds = time.perf_counter() - started
+        report = result.report
+        funnel = report["funnel"]["overall"]
+        reworded = sum("model's wording" in " ".join(c.notes) for c in result.candidates)
+        stages = " -> ".join(f"{stage.replace('_', ' ')} {funnel[stage]}"
+                             for stage in ("schema", "grounding", "literals", "dry_run"))
+        rows.append(f"| {report['run']['model']} | {domain} | {mode} | {funnel['proposed']} proposed -> {stages} -> "
+                    f"kept {report['kept']} (in the model's words: {reworded}) | {seconds:.0f} s | "
+                    + ", ".join(f"{code} {entry['count']}" for code, entry in report["rejections"].items()) + " |")
     return rows
 
 
@@ -158,6 +183,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--domains", default="gui,claw,code")
     parser.add_argument("-n", type=int, default=30, help="tasks kept per domain for the throughput run")
+    parser.add_argument("--build", type=int, default=0, help="tasks per domain through the real build-env")
     parser.add_argument("--llm", default=None, help="OpenAI-compatible URL for the LLM proposer's funnel")
     args = parser.parse_args()
     lines = ["# Synthesis benchmark", "", f"`python bench/synth.py`, {time.strftime('%Y-%m-%d')}, 2-core machine.", "",
@@ -169,9 +195,13 @@ def main() -> None:
         lines += ["## Procedural throughput (propose + host filters + dry run, one process)", "",
                   "| domain | candidates | time | kept per minute | goal |", "|---|---|---|---|---|",
                   *throughput_rows(domains, args.n), ""]
+    if args.build:
+        lines += ["## build-env pass rate of procedural candidates that passed the dry run (real Docker)", "",
+                  "| domain | passed | rate | goal | time | failures |", "|---|---|---|---|---|---|",
+                  *build_rows(domains, args.build), ""]
     if args.llm:
-        lines += ["## LLM proposer funnel (claw)", "", "| model | funnel | time | rejections |", "|---|---|---|---|",
-                  *llm_rows(args.llm, 5), ""]
+        lines += ["## LLM proposer funnel", "", "| model | domain | mode | funnel | time | rejections |",
+                  "|---|---|---|---|---|---|", *llm_rows(args.llm, 5), ""]
     text = "\n".join(lines)
     print(text)
     (Path(__file__).parent / "results" / "synth.md").write_text(text)
