@@ -216,11 +216,12 @@ def _without_heredocs(text: str) -> str:
 
 
 def _command_segments(text: str) -> list[str]:
-    substitutions = re.findall(r"\$\(([^()]*)\)|`([^`]*)`", text)
-    text = re.sub(r"'[^'\n]*'", "''", text)
-    text = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text)
-    text = re.sub(r"\$\([^()]*\)|`[^`]*`", " ", text)
     text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    substitutions = re.findall(r"\$\(([^()]*)\)|`([^`]*)`", text)
+    # Quoted strings may span lines (python3 -c '<a program>'): their lines are arguments, not commands.
+    text = re.sub(r"'[^']*'", "''", text)
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    text = re.sub(r"\$\([^()]*\)|`[^`]*`", " ", text)
     inner = [a or b for a, b in substitutions]
     return [s for part in [text, *inner] for s in re.split(r"[;&|(){}\n]|\bthen\b|\bdo\b|\belse\b", part)]
 

@@ -31,6 +31,12 @@ def test_commands_the_verifier_runs_skip_builtins_functions_heredocs_and_strings
     assert "command -v jq" in probe and "import pytest" in probe
 
 
+def test_a_program_quoted_over_several_lines_is_one_command():
+    script = "#!/bin/bash\n# don't run this by hand\npython3 -I -c '\nimport json\nfor row in rows:\n    total += 1\n' /app/a\n" \
+             'grep -c "done\nsummary" /app/a > /logs/verifier/out\n'
+    assert sorted(invoked_commands(script)) == ["grep", "python3"]  # not import, for, total
+
+
 def test_a_sound_task_has_no_findings(make_task):
     task = Task.load(make_task(instruction="Write hi into /app/hello.txt.\n"))
     assert static_checks(task) == []
