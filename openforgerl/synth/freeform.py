@@ -29,10 +29,11 @@ from openforgerl.verifiers import make_verifier, run_compiled
 DECLARATIVE = frozenset({"file_exists", "file_contains", "file_regex", "json_path", "sqlite", "all", "any",
                          "weighted"})
 """Check kinds a model may use: they read files and run nothing the model wrote."""
-LITERAL_KEYS = ("text", "equals")
+LITERAL_KEYS = ("text", "equals", "expect_scalar")
 """Fields of a check whose scalar value the instruction must name."""
 FAILURE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 MAX_SCRIPT = 4000
+EXAMPLE_DRAWS = 8
 MAX_FAILURES = 5
 
 
@@ -48,8 +49,12 @@ class FreeformFamily(Family):
         self.domain = base.domain  # type: ignore[misc]
 
     def sample(self, rng: random.Random, asset: Asset, state: Path) -> dict[str, Any]:
-        """An example: a task of the base family, written out as a free-form proposal would be."""
-        draft = self.base.render(self.base.sample(rng, asset, state), asset, state)
+        """An example: a task of the base family, written out as a free-form proposal would be (one whose
+        verifier is declarative when a few draws find one; the prompt lists the allowed shapes anyway)."""
+        for _ in range(EXAMPLE_DRAWS):
+            draft = self.base.render(self.base.sample(rng, asset, state), asset, state)
+            if set(_kinds(draft.spec)) <= DECLARATIVE:
+                break
         return {"title": draft.title, "instruction": draft.instruction, "verifier": draft.spec,
                 "solution": draft.solution, "failure_cases": {"do_nothing_useful": "#!/bin/bash\ntrue\n"}}
 
