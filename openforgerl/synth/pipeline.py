@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from openforgerl.config import save_resolved
 from openforgerl.envs.build import BuildEnvConfig, build_envs
-from openforgerl.errors import UserError
+from openforgerl.errors import UserError, map_os_errors
 from openforgerl.evaluation.runner import EvalConfig, run_eval
 from openforgerl.log import get_logger
 from openforgerl.rollout.runtime import Runtime
@@ -167,7 +167,8 @@ class Synthesizer:
             lines = stack.enter_context((self.out / CANDIDATES).open("a", encoding="utf-8"))
             manifest = None
             try:
-                await self._propose(previous, lines)
+                with map_os_errors(f"writing tasks and candidates under {self.out}"):
+                    await self._propose(previous, lines)
                 if self.config.build:
                     manifest = await self._build(lines)
                 if self.config.calibrate is not None and self._kept():

@@ -166,6 +166,32 @@ def test_freeform_tasks_keep_model_scripts_off_the_host_and_their_failure_cases_
     assert "failure cases" in system and "file_contains" in system
 
 
+def test_a_full_disk_is_one_line_and_a_rerun_resumes_after_the_decided_candidates(asset_dir: Path, tmp_path: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch):
+    import errno
+
+    from openforgerl.errors import ResourceError
+    from openforgerl.synth import pipeline
+
+    real, written = pipeline.write_task, []
+
+    def fills_up(candidate, *args, **kwargs):
+        if written:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(candidate.id)
+        return real(candidate, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "write_task", fills_up)
+    config = SynthConfig(assets=[str(asset_dir)], n=2, out=str(tmp_path / "out"), build=False)
+    with pytest.raises(ResourceError, match="no space left on device while writing tasks") as exc:
+        run(config)
+    assert "\n" not in str(exc.value) and list(records(tmp_path / "out")) == written
+    monkeypatch.setattr(pipeline, "write_task", real)
+    run(config.model_copy(update={"resume": True}))
+    decided = records(tmp_path / "out")
+    assert [i for i, r in decided.items() if r["decision"] == "kept"] == [written[0], "claw-toy-copy-00001"]
+
+
 def test_an_endpoint_that_is_down_is_one_line_before_anything_is_proposed(asset_dir: Path, tmp_path: Path):
     from openforgerl.errors import ProviderError
 
