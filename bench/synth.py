@@ -5,8 +5,9 @@
   both timed in this run at 1k / 10k / 100k instructions (generated from templates, 30 % planted
   near-verbatim copies). Goal: <= 1.5x. Precision and recall against the planted copies at every size,
   and against all-pairs exact Jaccard at 1k.
-- Procedural throughput: candidates kept per minute through the host filters and dry run
-  (``forge synth --no-build``), per domain, one process. Goals: >= 50/min gui and claw, >= 10/min code.
+- Procedural throughput: candidates per minute through the host filters and the dry run
+  (``forge synth --no-build``; those kept after dedup shown beside), per domain, one process.
+  Goals: >= 50/min gui and claw, >= 10/min code.
 - With ``--llm URL``: the LLM proposer's funnel (forge serve's SmolLM2 by default).
 
 - With ``--build N``: N procedural tasks per domain through the real build-env; goal >= 95 % pass.
@@ -126,10 +127,12 @@ def throughput_rows(domains: list[str], n: int) -> list[str]:
             result = asyncio.run(synthesize(SynthConfig(domain=domain, n=n, out=str(Path(tmp) / "out"), build=False)))
             seconds = time.perf_counter() - started
         kept = len(result.kept)
-        per_minute = kept / seconds * 60
+        through = result.report["funnel"]["overall"]["dry_run"]  # passed every host filter, the dry run last
+        per_minute = through / seconds * 60
         goal = 10 if domain == "code" else 50
-        rows.append(f"| {domain} | {kept} kept of {len(result.candidates)} proposed | {seconds:.1f} s | "
-                    f"{per_minute:.0f}/min | >= {goal}/min: {'met' if per_minute >= goal else 'NOT met'} |")
+        rows.append(f"| {domain} | {len(result.candidates)} proposed, {through} through the dry run, {kept} kept "
+                    f"after dedup | {seconds:.1f} s | {per_minute:.0f}/min ({kept / seconds * 60:.0f}/min kept) | "
+                    f">= {goal}/min: {'met' if per_minute >= goal else 'NOT met'} |")
     return rows
 
 
@@ -193,7 +196,7 @@ def main() -> None:
     domains = [d for d in args.domains.split(",") if d]
     if domains:
         lines += ["## Procedural throughput (propose + host filters + dry run, one process)", "",
-                  "| domain | candidates | time | kept per minute | goal |", "|---|---|---|---|---|",
+                  "| domain | candidates | time | through the dry run per minute | goal |", "|---|---|---|---|---|",
                   *throughput_rows(domains, args.n), ""]
     if args.build:
         lines += ["## build-env pass rate of procedural candidates that passed the dry run (real Docker)", "",
