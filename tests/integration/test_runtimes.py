@@ -82,6 +82,27 @@ def test_ending_an_unprivileged_agent_kills_its_processes_from_outside_and_keeps
 
 
 @pytest.mark.docker
+def test_a_pause_that_times_out_after_freezing_leaves_the_container_running_for_the_verifier(docker_runtime):
+    import requests
+
+    async def go():
+        async with docker_runtime.sandbox(spec()) as box:
+            await box.exec(["sh", "-c", "setsid sleep 304 > /dev/null 2>&1 < /dev/null &"], user="agent")
+            real_pause = box._api.pause
+
+            def pause_then_time_out(container):  # what a loaded daemon did in CI: frozen, but no answer
+                real_pause(container)
+                raise requests.exceptions.ReadTimeout("read timed out")
+
+            box._api.pause = pause_then_time_out
+            await box.end_processes("agent")  # falls back to a restart, which needs the container thawed
+            box._api.pause = real_pause
+            assert not box._api.inspect_container(box.container.id)["State"]["Paused"]
+            assert "sleep 304" not in (await box.exec(["ps", "-eo", "args"])).stdout
+    run(go())
+
+
+@pytest.mark.docker
 def test_ending_a_root_agent_restarts_the_container_and_keeps_its_files(docker_runtime):
     async def go():
         async with docker_runtime.sandbox(spec()) as box:

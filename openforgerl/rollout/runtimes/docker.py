@@ -59,6 +59,7 @@ log = get_logger(__name__)
 # file capabilities, audit). Enough for apt, chown and su inside the sandbox.
 DEFAULT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
 KILL_GRACE_S = 10.0
+THAW_ATTEMPTS = 5
 T = TypeVar("T")
 DockerCall = Callable[..., Awaitable[Any]]
 """``DockerRuntime.call``: run a blocking Docker call on the runtime's threads (``urgent=True``: the kill pool)."""
@@ -298,19 +299,36 @@ class DockerSandbox(Sandbox):
             return False
         try:
             self._api.pause(self.container.id)
-        except docker.errors.APIError:
+        except Exception:  # noqa: BLE001 (a timeout too): the freeze may have happened all the same
+            self._thaw()
             return False
         try:
             docker_host.kill(docker_host.unprivileged_processes(self.host.init_pid) or [])
         finally:
-            self._api.unpause(self.container.id)
+            self._thaw()
         deadline = time.monotonic() + 5
         while docker_host.unprivileged_processes(self.host.init_pid) and time.monotonic() < deadline:
             time.sleep(0.01)
         return not docker_host.unprivileged_processes(self.host.init_pid)
 
+    def _thaw(self) -> None:
+        """Unpause, until Docker says the container is not paused: a pause or unpause that failed or timed
+        out under load must not leave the container frozen for the verifier ("is paused" on exec)."""
+        for attempt in range(THAW_ATTEMPTS):
+            try:
+                if not self._api.inspect_container(self.container.id)["State"].get("Paused"):
+                    return
+                self._api.unpause(self.container.id)
+            except Exception:  # noqa: BLE001 (the next attempt checks again)
+                time.sleep(0.2 * (attempt + 1))
+        with contextlib.suppress(Exception):
+            if not self._api.inspect_container(self.container.id)["State"].get("Paused"):
+                return
+        raise SandboxError(f"container {self.id} stays paused after {THAW_ATTEMPTS} unpause attempts")
+
     async def _restart(self) -> None:
         def restart() -> None:
+            self._thaw()
             state = self._api.inspect_container(self.container.id)["State"]
             if not state.get("Running"):  # it died under the agent: that is not ours to heal
                 raise SandboxError(f"container {self.id} stopped during the agent phase (exit {state.get('ExitCode')})")
