@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 
 @cli.command()
-@click.option("--model", "model_name", default="smollm2", show_default=True, help="Known model to serve.")
+@click.option("--model", "model_name", default="smollm2", show_default=True,
+              help="Known model to serve, or a checkpoint directory forge train wrote (checkpoints/step-K).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="TCP port.")
 @click.option("--dtype", default=None, help="Override the dtype (default: float32 on CPU, vLLM's choice on GPU).")
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 def serve(model_name: str, host: str, port: int, dtype: str | None, device: str, timeout_s: float,
           max_model_len: int | None, stop: bool) -> None:
     """Serve a model with vLLM in the background; print its OpenAI base URL once healthy."""
-    from openforgerl.models.registry import get_model
+    from openforgerl.models.registry import resolve_model
     from openforgerl.serving import vllm
 
     if stop:
@@ -33,7 +34,7 @@ def serve(model_name: str, host: str, port: int, dtype: str | None, device: str,
         click.echo(f"stopped {record.model} at {record.url} (pid {record.pid})" if record
                    else "no vLLM server started by forge is running", err=True)
         return
-    get_model(model_name)  # an unknown name fails before anything starts
+    resolve_model(model_name)  # an unknown name or a path that is no checkpoint fails before anything starts
     config = vllm.VllmConfig(model=model_name, host=host, port=port, dtype=dtype, device=device,
                              startup_timeout_s=timeout_s, max_model_len=max_model_len)
     click.echo(f"serving {model_name} (log: {vllm.log_path()}) ...", err=True)

@@ -8,6 +8,7 @@ files and the same tool-capable chat template.
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -92,6 +93,36 @@ def require_pulled(name: str) -> Path:
         raise UserError(f"model {name!r} is not pulled (no converted model in {directory})",
                         fix=f"forge model pull {name}")
     return directory
+
+
+CHECKPOINT_MARKER = "forge-checkpoint.json"
+"""In a checkpoint directory ``forge train`` wrote: which known model it is a fine-tune of."""
+
+
+def resolve_model(model: str) -> tuple[ModelSpec, Path]:
+    """A known model name or a checkpoint directory -> (the model's spec, the weights directory).
+
+    A checkpoint keeps its base model's served name, chat template and tool parser, so rollouts that
+    name the base model (``smollm2``) run unchanged against a trained policy."""
+    if model in MODELS:
+        return get_model(model), require_pulled(model)
+    directory = Path(model).expanduser()
+    marker = directory / CHECKPOINT_MARKER
+    if not directory.is_dir():
+        raise UnknownNameError("model", model, known_models())
+    try:
+        base = json.loads(marker.read_text(encoding="utf-8"))["model"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"{directory} is not a forge checkpoint (no readable {CHECKPOINT_MARKER} naming its model)",
+                        fix="pass a known model name or a checkpoints/step-K directory forge train wrote") from None
+    return get_model(base), directory.resolve()
+
+
+def write_checkpoint_marker(directory: Path, model: str, **extra: object) -> None:
+    """Mark ``directory`` (a Hugging Face model dir) as a checkpoint of the known model ``model``."""
+    get_model(model)
+    (directory / CHECKPOINT_MARKER).write_text(json.dumps({"model": model, **extra}, indent=2) + "\n",
+                                               encoding="utf-8")
 
 
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:

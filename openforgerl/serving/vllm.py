@@ -27,7 +27,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from openforgerl.errors import ProviderError, ResourceError, UserError
-from openforgerl.models.registry import DEFAULT_MODEL, chat_template_path, get_model, require_pulled
+from openforgerl.models.registry import DEFAULT_MODEL, chat_template_path, resolve_model
 from openforgerl.stack import services
 from openforgerl.stack.part import Part, PartStatus
 from openforgerl.stack.services import Service, ServiceRecord
@@ -42,7 +42,8 @@ class VllmConfig(BaseModel):
 
     type: Literal["vllm"] = "vllm"
     model: str = Field(DEFAULT_MODEL,
-                       description="Short name of a known model (forge model list); also the served model name.")
+                       description="Short name of a known model (forge model list), or a checkpoint directory "
+                                   "forge train wrote; served under the (base) model's short name.")
     host: str = Field("127.0.0.1",
                       description="Address to listen on. Keep it on loopback unless rollouts run elsewhere.")
     port: int = Field(8000, ge=1, le=65535, description="TCP port of the OpenAI-compatible server.")
@@ -57,6 +58,9 @@ class VllmConfig(BaseModel):
     cpu_kvcache_space_gib: int = Field(2, ge=1, description="KV cache size on CPU (VLLM_CPU_KVCACHE_SPACE), GiB.")
     startup_timeout_s: float = Field(600.0, gt=0, description="How long to wait for /health before giving up.")
     extra_args: list[str] = Field(default_factory=list, description="More vLLM command-line arguments, appended last.")
+    weight_reload: bool = Field(
+        True, description="Allow loading new weights into the running server (forge train's on-policy sync): "
+                          "turns on vLLM's dev routes. Off for a server reachable from other machines.")
 
     @property
     def connect_host(self) -> str:
@@ -127,8 +131,8 @@ def vllm_distribution() -> tuple[str, str] | None:
 
 def server_command(config: VllmConfig, device: str) -> list[str]:
     """The full command line of the server (run through our launcher, see launcher.py)."""
-    spec = get_model(config.model)
-    command = [sys.executable, "-m", LAUNCHER, str(require_pulled(spec.name)), "--served-model-name", spec.name,
+    spec, weights = resolve_model(config.model)
+    command = [sys.executable, "-m", LAUNCHER, str(weights), "--served-model-name", spec.name,
                "--host", config.host, "--port", str(config.port),
                "--max-model-len", str(config.max_model_len or spec.max_model_len),
                "--chat-template", str(chat_template_path(spec.name)),
@@ -147,6 +151,10 @@ def server_env(config: VllmConfig, device: str) -> dict[str, str]:
     # No traffic leaves the machine: vLLM's usage stats and any Hugging Face hub lookups are off.
     env.update({"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
                 "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
+    if config.weight_reload:
+        # vLLM's dev routes: /collective_rpc (reload_weights from a directory) and /reset_prefix_cache.
+        # They listen on the same (loopback by default) address as the model API.
+        env["VLLM_SERVER_DEV_MODE"] = "1"
     if device == "cpu":
         env.update({"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": str(config.cpu_kvcache_space_gib)})
     return env
@@ -160,7 +168,7 @@ def running_server() -> ServerRecord | None:
 def serve(config: VllmConfig) -> ServeResult:
     """Start vLLM for ``config.model`` unless it already serves; return its base URL once healthy."""
     started = time.monotonic()
-    spec = get_model(config.model)
+    spec, _ = resolve_model(config.model)
     with SERVER.exclusive():
         record = running_server()
         if record is not None:
@@ -220,6 +228,31 @@ def _serves_model(config: VllmConfig, served_name: str) -> bool:
     except (httpx.HTTPError, ValueError, AttributeError):
         return False
     return answer.status_code == 200 and served_name in names and services.healthy(config.health_url)
+
+
+def reload_weights(base_url: str, weights: Path, *, timeout_s: float = 600.0) -> float:
+    """Load the weights in ``weights`` (a Hugging Face directory of the served architecture) into the running
+    server in place and drop its prefix cache; return the seconds it took.
+
+    After this returns, every new generation samples from the new weights: nothing cached from the old
+    ones (KV of shared prefixes) is reused. Needs a server started with ``weight_reload`` (the default)."""
+    root = base_url.removesuffix("/").removesuffix("/v1")
+    started = time.monotonic()
+    try:
+        answer = httpx.post(f"{root}/collective_rpc", timeout=timeout_s,
+                            json={"method": "reload_weights", "kwargs": {"weights_path": str(weights)}})
+        if answer.status_code == 404:
+            raise UserError(f"the server at {root} cannot reload weights (no /collective_rpc route)",
+                            fix="restart it with forge serve --stop && forge serve (weight reload is on by default)")
+        answer.raise_for_status()
+        httpx.post(f"{root}/reset_prefix_cache", timeout=60.0).raise_for_status()
+    except httpx.HTTPStatusError as exc:
+        raise ProviderError(f"weight reload from {weights} failed at {root}: HTTP {exc.response.status_code} "
+                            f"{exc.response.text[:300]}", fix=f"read the server log {log_path()}") from exc
+    except httpx.HTTPError as exc:
+        raise ProviderError(f"weight reload from {weights} failed at {root}: {exc}",
+                            fix=f"check the server is up (forge doctor) and read {log_path()}") from exc
+    return time.monotonic() - started
 
 
 class VllmPart(Part):

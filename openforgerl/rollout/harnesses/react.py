@@ -18,8 +18,9 @@ class ReactHarness(Harness):
     """forge-react: one ``shell`` tool, a bounded number of turns."""
 
     class Options(HarnessOptions):
-        tool_choice: Literal["auto", "required"] | None = None
-        """auto lets the model answer in text; required forces a tool call each turn (small models need it)."""
+        tool_choice: Literal["auto", "required", "shell", "read_file", "write_file", "finish"] | None = None
+        """auto lets the model answer in text; required forces a tool call each turn (small models need it);
+        a tool name forces a call of that tool each turn (the policy writes only its arguments)."""
         max_turns: int | None = Field(None, ge=1)
         """Model calls before the agent stops (unset: forge-react's default)."""
         max_tokens: int | None = Field(None, ge=1)

@@ -92,7 +92,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-turns", type=int, default=20)
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--tool-choice", default="auto", help="auto | required (small models need required)")
+    parser.add_argument("--tool-choice", default="auto",
+                        help="auto | required (small models need required) | a tool name (that tool every turn)")
     parser.add_argument("--shell-timeout", type=float, default=120.0)
     parser.add_argument("--log", help="write the final messages as JSON here")
     return parser.parse_args(argv)
@@ -106,11 +107,14 @@ def run(args: argparse.Namespace) -> int:
         print("forge-react: give an instruction or --instruction-file", file=sys.stderr)
         return 2
     client = OpenAI(max_retries=0, timeout=600)
+    names = [tool["function"]["name"] for tool in TOOLS]
+    tool_choice = ({"type": "function", "function": {"name": args.tool_choice}} if args.tool_choice in names
+                   else args.tool_choice)
     messages: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": instruction}]
     try:
         for turn in range(args.max_turns):
             reply = client.chat.completions.create(
-                model=args.model, messages=messages, tools=TOOLS, tool_choice=args.tool_choice,
+                model=args.model, messages=messages, tools=TOOLS, tool_choice=tool_choice,
                 max_tokens=args.max_tokens, temperature=args.temperature).choices[0].message
             messages.append(reply.model_dump(exclude_none=True, exclude={"refusal", "annotations", "audio"}))
             print(f"[turn {turn}] {reply.content or ''}".rstrip(), flush=True)
