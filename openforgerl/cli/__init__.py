@@ -27,6 +27,7 @@ def _register() -> None:
     from openforgerl.cli import (  # noqa: F401
         build_env,
         evaluate,
+        export,
         harness,
         model,
         proxy,
@@ -36,6 +37,7 @@ def _register() -> None:
         stack,
         synth,
         tasks,
+        train,
     )
 
 

@@ -18,7 +18,8 @@ class GpuPart(Part):
         smi = shutil.which("nvidia-smi")
         if not smi:
             return self.status(False, "no GPU (nvidia-smi not found); vLLM runs on CPU, veRL training needs a GPU",
-                               fix="none needed for the embedded default; use a GPU machine for forge train")
+                               fix="none needed: forge train --backend local runs on CPU; "
+                                   "--backend verl needs a GPU machine")
         try:
             out = subprocess.run([smi, "--query-gpu=name,memory.total", "--format=csv,noheader"],
                                  capture_output=True, text=True, timeout=20)

@@ -17,6 +17,7 @@ PARTS: NameTable[type[Part]] = NameTable("stack part", {
     "vllm": "openforgerl.serving.vllm:VllmPart",
     "harnesses": "openforgerl.rollout.harnesses.install:HarnessesPart",
     "gpu": "openforgerl.stack.gpu:GpuPart",
+    "verl": "openforgerl.train.verl.launch:VerlPart",
 })
 
 STACK_UP = ("docker", "base-image", "registry")
