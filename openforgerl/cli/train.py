@@ -44,6 +44,7 @@ def _train_local(config: Any) -> None:
 
     from openforgerl.train.local import LocalTrainer
 
+    config.settings()  # a bad update.* key is refused before anything prints or starts
     console = Console(stderr=True)
     console.print(f"forge train (local): {config.harness} on {', '.join(config.tasks)}, {config.steps} step(s), "
                   f"group {config.group_size} -> {config.out}")
