@@ -125,11 +125,24 @@ class LocalTrainer:
             raise UserError(f"no tasks found in {', '.join(self.config.tasks)}",
                             fix="pass a build-env manifest.jsonl or task directories (each with task.toml)")
         spec, weights = resolve_model(self.config.model)
-        self.config.rollout_config(  # its settings are checked now, not at the first step
-            [str(t.path) for t in tasks], self.out / "rollouts" / "probe")
+        rollout = self.config.rollout_config([str(t.path) for t in tasks], self.out / "rollouts" / "probe")
         self._check_server(spec.name)
+        self._check_memory(weights)
+        # the harness installed, the engine answering the proxy, every task image present: checked once here
+        asyncio.run(_preflight(rollout, tasks))
         first, resume = self._resume_point()
         return first, resume or weights
+
+    def _check_memory(self, weights: Path) -> None:
+        """fp32 weights + gradients + AdamW's two moments ~ 4x the weights, plus activations."""
+        size = sum(f.stat().st_size for f in weights.glob("*.safetensors"))  # forge's models are fp32 files
+        need = 4 * size + (1 << 30)
+        available = _available_memory()
+        if need > available:
+            raise UserError(f"training {weights.name} needs about {need / 2**30:.1f} GiB of memory "
+                            f"(fp32 weights, gradients, AdamW state) and {available / 2**30:.1f} GiB is free",
+                            fix="pick a smaller model, free memory (forge serve --stop of other servers), "
+                                "or use --backend verl on a GPU machine")
 
     def _check_server(self, served: str) -> None:
         import httpx
@@ -269,6 +282,28 @@ class LocalTrainer:
         keep = self.config.keep_checkpoints
         for old in range(step - keep, -1, -1):
             shutil.rmtree(self.out / "checkpoints" / f"step-{old}", ignore_errors=True)
+
+
+def _available_memory() -> int:
+    """MemAvailable (free + reclaimable cache), in bytes; MemFree would count the page cache as used."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import os
+
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+async def _preflight(config: RolloutConfig, tasks: list[Any]) -> None:
+    from openforgerl.rollout.harnesses import make_harness
+    from openforgerl.rollout.run import preflight
+    from openforgerl.rollout.runtimes import make_runtime
+
+    await preflight(config, tasks, make_harness(config.harness, **config.harness_options),
+                    make_runtime(config.runtime))
 
 
 def collect_samples(run_dir: Path, results: list[RolloutResult]) -> tuple[list[Sample], dict[str, Any]]:

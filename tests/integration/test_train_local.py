@@ -99,3 +99,16 @@ def test_two_grpo_steps_on_real_rollouts_change_the_served_policy(tmp_path: Path
 
     # a rerun with the same --out resumes after the last step instead of redoing it
     assert LocalTrainer(config).run() == lines
+
+
+def test_an_unbuilt_image_is_one_line_before_any_rollout(tmp_path: Path, vllm_base_url: str):
+    from openforgerl.errors import ForgeError
+
+    missing = "127.0.0.1:5000/forge/never-built@sha256:" + "0" * 64
+    task = write_task(tmp_path / "tasks", "unbuilt", image=missing, dockerfile=None)
+    config = LocalTrainConfig(tasks=[str(task)], steps=1, group_size=2, out=str(tmp_path / "out"),
+                              server_url=vllm_base_url)
+    with pytest.raises(ForgeError) as caught:
+        LocalTrainer(config).run()
+    assert "never-built" in str(caught.value) and "\n" not in str(caught.value)
+    assert not (tmp_path / "out" / "rollouts").exists()

@@ -28,9 +28,10 @@ TOOLS = [
         "name": "read_file", "description": "Read a text file.",
         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
     {"type": "function", "function": {
-        "name": "write_file", "description": "Write text to a file, creating parent directories.",
+        "name": "write_file",
+        "description": "Write text to a file (empty without content), creating parent directories.",
         "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-                       "required": ["path", "content"]}}},
+                       "required": ["path"]}}},
     {"type": "function", "function": {
         "name": "finish", "description": "Stop: the task is done.",
         "parameters": {"type": "object", "properties": {"message": {"type": "string"}}, "required": []}}},
@@ -76,7 +77,7 @@ def call_tool(name: str, raw_arguments: str, shell_timeout: float) -> tuple[str,
         if name == "read_file":
             return read_file(str(args["path"])), False
         if name == "write_file":
-            return write_file(str(args["path"]), str(args["content"])), False
+            return write_file(str(args["path"]), str(args.get("content", ""))), False
         if name == "finish":
             return str(args.get("message", "done")), True
     except KeyError as exc:

@@ -104,3 +104,15 @@ def test_bad_settings_are_one_line_naming_the_key(tmp_path: Path):
         LocalTrainConfig(rollout={"attempts": 3}).rollout_config([], tmp_path)
     with pytest.raises(UserError, match="not a forge checkpoint"):
         resolve_model(str(tmp_path))
+
+
+def test_a_model_that_does_not_fit_is_refused_before_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from openforgerl.train import local
+
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * (1 << 20))
+    trainer = local.LocalTrainer(LocalTrainConfig(out=str(tmp_path / "out")))
+    monkeypatch.setattr(local, "_available_memory", lambda: 512 << 20)
+    with pytest.raises(UserError, match=r"needs about 1\.0 GiB .* 0\.5 GiB is free"):
+        trainer._check_memory(tmp_path)
+    monkeypatch.setattr(local, "_available_memory", lambda: 8 << 30)
+    trainer._check_memory(tmp_path)
