@@ -43,12 +43,18 @@ def read_manifest(manifest: Path) -> list[dict[str, Any]]:
 
 def published_tasks(manifest: Path) -> list[Path]:
     """The task directories a manifest publishes, each checked to still pin its published image."""
+    return [task.path for task, _ in published(manifest)]
+
+
+def published(manifest: Path) -> list[tuple[Task, str]]:
+    """(task, published image) for each task of a manifest (its latest entry), each checked to still pin
+    that image."""
     latest = {entry["task"]: entry for entry in read_manifest(manifest)}
-    tasks = []
+    pairs = []
     for entry in latest.values():
         task = Task.load(entry["path"])
         if task.config.environment.docker_image != entry["image"]:
             raise UserError(f"{manifest}: task {entry['task']}: task.toml pins {task.config.environment.docker_image}, "
                             f"the manifest {entry['image']}", fix="rerun forge build-env on that task")
-        tasks.append(Path(entry["path"]))
-    return tasks
+        pairs.append((task, entry["image"]))
+    return pairs

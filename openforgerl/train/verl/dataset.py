@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.errors import UserError
-from openforgerl.manifest import read_manifest
+from openforgerl.manifest import published
 from openforgerl.rollout.harnesses import validate_harness_options
 from openforgerl.tasks import Task, find_task_dirs
 
@@ -87,16 +87,7 @@ def _published(source: Path) -> list[tuple[Task, str | None]]:
     """(task, published image) pairs: a manifest's latest entry per task (checked to still pin its
     image, as ``forge rollout`` does), or task directories with the image their task.toml pins."""
     if source.suffix == ".jsonl" and source.is_file():
-        latest = {entry["task"]: entry for entry in read_manifest(source)}
-        pairs = []
-        for entry in latest.values():
-            task = Task.load(entry["path"])
-            if task.config.environment.docker_image != entry["image"]:
-                raise UserError(f"{source}: task {entry['task']}: task.toml pins "
-                                f"{task.config.environment.docker_image}, the manifest {entry['image']}",
-                                fix="rerun forge build-env on that task")
-            pairs.append((task, entry["image"]))
-        return pairs
+        return list(published(source))
     return [(task, task.config.environment.docker_image) for task in map(Task.load, find_task_dirs([source]))]
 
 
