@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def serve(model_name: str, host: str, port: int, dtype: str | None, device: str, timeout_s: float,
           max_model_len: int | None, stop: bool) -> None:
     """Serve a model with vLLM in the background; print its OpenAI base URL once healthy."""
-    from openforgerl.models.registry import resolve_model
+    from openforgerl.models.registry import model_spec
     from openforgerl.serving import vllm
 
     if stop:
@@ -34,7 +34,7 @@ def serve(model_name: str, host: str, port: int, dtype: str | None, device: str,
         click.echo(f"stopped {record.model} at {record.url} (pid {record.pid})" if record
                    else "no vLLM server started by forge is running", err=True)
         return
-    resolve_model(model_name)  # an unknown name or a path that is no checkpoint fails before anything starts
+    model_spec(model_name)  # an unknown name or a path that is no checkpoint fails before anything starts
     config = vllm.VllmConfig(model=model_name, host=host, port=port, dtype=dtype, device=device,
                              startup_timeout_s=timeout_s, max_model_len=max_model_len)
     click.echo(f"serving {model_name} (log: {vllm.log_path()}) ...", err=True)

@@ -106,6 +106,13 @@ def resolve_model(model: str) -> tuple[ModelSpec, Path]:
     name the base model (``smollm2``) run unchanged against a trained policy."""
     if model in MODELS:
         return get_model(model), require_pulled(model)
+    return model_spec(model), Path(model).expanduser().resolve()
+
+
+def model_spec(model: str) -> ModelSpec:
+    """The spec of a known model name or of a checkpoint directory's base model (nothing else is checked)."""
+    if model in MODELS:
+        return get_model(model)
     directory = Path(model).expanduser()
     marker = directory / CHECKPOINT_MARKER
     if not directory.is_dir():
@@ -115,7 +122,7 @@ def resolve_model(model: str) -> tuple[ModelSpec, Path]:
     except (OSError, ValueError, KeyError, TypeError):
         raise UserError(f"{directory} is not a forge checkpoint (no readable {CHECKPOINT_MARKER} naming its model)",
                         fix="pass a known model name or a checkpoints/step-K directory forge train wrote") from None
-    return get_model(base), directory.resolve()
+    return get_model(base)
 
 
 def write_checkpoint_marker(directory: Path, model: str, **extra: object) -> None:

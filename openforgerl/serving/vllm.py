@@ -27,7 +27,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from openforgerl.errors import ProviderError, ResourceError, UserError
-from openforgerl.models.registry import DEFAULT_MODEL, chat_template_path, resolve_model
+from openforgerl.models.registry import DEFAULT_MODEL, chat_template_path, model_spec, resolve_model
 from openforgerl.stack import services
 from openforgerl.stack.part import Part, PartStatus
 from openforgerl.stack.services import Service, ServiceRecord
@@ -168,7 +168,7 @@ def running_server() -> ServerRecord | None:
 def serve(config: VllmConfig) -> ServeResult:
     """Start vLLM for ``config.model`` unless it already serves; return its base URL once healthy."""
     started = time.monotonic()
-    spec, _ = resolve_model(config.model)
+    spec = model_spec(config.model)  # the weights are looked for at launch, after the port check
     with SERVER.exclusive():
         record = running_server()
         if record is not None:
