@@ -29,6 +29,7 @@ def _register() -> None:
         evaluate,
         export,
         harness,
+        k8s,
         model,
         proxy,
         report,

@@ -34,11 +34,15 @@ from openforgerl.cli import cli
                    "gateway address, its firewall opened for that port while serving. Prints the URL to give runs "
                    "as proxy.sandbox_url.")
 @click.option("--sandbox-port", default=0, type=click.IntRange(0, 65535), help="Port of that listener (0: port + 1).")
+@click.option("--model-listen", default=None, metavar="HOST:PORT",
+              help="Also serve the model API (only) on HOST:PORT, e.g. 0.0.0.0:8081 in a Kubernetes pod, whose "
+                   "NetworkPolicy lets sandboxes reach that port and not the admin API.")
 @click.option("--export", "export_to", type=click.Path(dir_okay=False), default=None,
               help="Instead of serving: write every rollout in --data-dir to this .jsonl or .parquet file and exit.")
 def proxy(engine_type: str, host: str, port: int, admin_token: str | None, model_name: str, data_dir: str | None,
           tokenizer: str | None, engine_url: str, engine_route: str, script: str | None, unknown_model: str,
-          overrides: tuple[str, ...], sandbox: bool, sandbox_port: int, export_to: str | None) -> None:
+          overrides: tuple[str, ...], sandbox: bool, sandbox_port: int, model_listen: str | None,
+          export_to: str | None) -> None:
     """Serve harness model calls (OpenAI Chat/Responses, Anthropic Messages) and record them token-exactly."""
     from pathlib import Path
 
@@ -65,6 +69,13 @@ def proxy(engine_type: str, host: str, port: int, admin_token: str | None, model
         click.echo(f"{len(trajectories)} rollouts, {segments} segments -> {export_to}")
         return
     click.echo(f"forge proxy: http://{host}:{port} -> {engine_type}, logs in {config.data_dir}", err=True)
+    if model_listen:
+        listen_host, _, listen_port = model_listen.rpartition(":")
+        if not listen_host or not listen_port.isdigit():
+            raise click.BadParameter(f"{model_listen!r} is not HOST:PORT", param_hint="--model-listen")
+        click.echo(f"model API only: http://{model_listen}  (proxy.sandbox_url, as sandboxes reach it)", err=True)
+        serve(config, sandbox_listen=(listen_host, int(listen_port)))
+        return
     if not sandbox:
         serve(config)
         return

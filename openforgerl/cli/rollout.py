@@ -24,13 +24,15 @@ class HarnessOption(click.Option):
 @click.option("--model", help="Policy model name (default smollm2).")
 @click.option("-n", "--attempts", type=int, help="Rollouts per task.")
 @click.option("--concurrency", type=int, help="Rollouts at once.")
-@click.option("--runtime", type=click.Choice(["docker", "local"]), help="Where rollouts run.")
+@click.option("--runtime", type=click.Choice(["docker", "local", "kubernetes"]), help="Where rollouts run.")
+@click.option("--kube-context", help="kubernetes runtime: the kubeconfig context (default: the current one).")
+@click.option("--namespace", help="kubernetes runtime: the namespace of the pods (default: default).")
 @click.option("--proxy-url", help="Use a running forge proxy instead of starting one.")
 @click.option("--engine-url", help="vLLM base URL for the in-run proxy (default http://127.0.0.1:8000).")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Output directory (default runs/<time>-<harness>).")
 @click.option("-o", "--set", "overrides", multiple=True, help="Config override key.path=value (repeatable).")
-def rollout(tasks, config_file, harness, model, attempts, concurrency, runtime, proxy_url, engine_url, run_dir,
-            overrides) -> None:
+def rollout(tasks, config_file, harness, model, attempts, concurrency, runtime, kube_context, namespace, proxy_url,
+            engine_url, run_dir, overrides) -> None:
     """Roll out a harness on TASKS (task dirs, dirs of task dirs, or a build-env manifest.jsonl)."""
     from openforgerl.cli.interrupt import run_interruptibly
     from openforgerl.cli.rollout_view import run_with_progress
@@ -41,6 +43,10 @@ def rollout(tasks, config_file, harness, model, attempts, concurrency, runtime, 
              "run_dir": run_dir}
     sets = [f"{k}={v}" for k, v in flags.items() if v is not None]
     sets += [f"runtime.type={runtime}"] if runtime else []
+    if kube_context or namespace:
+        sets += [] if runtime else ["runtime.type=kubernetes"]
+        sets += [f"runtime.context={kube_context}"] if kube_context else []
+        sets += [f"runtime.namespace={namespace}"] if namespace else []
     sets += [f"proxy.url={proxy_url}"] if proxy_url else []
     sets += [f"proxy.engine.base_url={engine_url}"] if engine_url else []
     defaults = {"tasks": list(tasks)} if tasks else {}

@@ -57,6 +57,9 @@ log = get_logger(__name__)
 Status = Literal["success", "failure", "agent_timeout", "infra_error", "verifier_error", "cancelled"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 MIB = 1024 * 1024
+SANDBOX_SETUP_SEC = 300.0
+"""Beyond the agent and verifier budgets, what a sandbox's deadline allows for its start, the harness's
+setup, the seal and the copies out."""
 TRANSCRIPT = "transcript.jsonl"
 """In /logs/verifier, for tasks whose [verifier] transcript is set."""
 
@@ -254,16 +257,19 @@ class Orchestrator:
     async def _sandboxed(self, job: Job, token: str, result: RolloutResult) -> None:
         task, t0 = job.task, time.monotonic()
         image = await self.runtime.image_for(task, self.harness.tool)
+        budget = (self.config.agent_timeout_sec or task.config.agent.timeout_sec) + \
+            (self.config.verifier_timeout_sec or task.config.verifier.timeout_sec) + SANDBOX_SETUP_SEC
         spec = SandboxSpec(image=image, labels={LABEL_RUN: self.run_id, LABEL_ROLLOUT: result.rollout_id,
                                                 LABEL_TASK: task.name, LABEL_ATTEMPT: str(job.attempt)},
                            cpus=task.config.environment.cpus, memory_mb=task.config.environment.memory_mb,
-                           network=network_mode(self.config, task), workdir="/")
+                           storage_mb=task.config.environment.storage_mb, network=network_mode(self.config, task),
+                           workdir="/", agent_user=agent_user(self.config, task), deadline_sec=budget)
         async with self.runtime.sandbox(spec) as sandbox:
             result.timings["container_start_s"] = time.monotonic() - t0
             user = agent_user(self.config, task)
             try:
                 await self._agent_phase(sandbox, job, token, result, user)
-                if result.status != "infra_error":
+                if result.status != "infra_error" and result.reward is None:  # a sandbox still there to seal
                     await self._seal(sandbox, task, result, user)
                 if result.status in ("failure", "agent_timeout") and result.reward is None:
                     await self._verify_phase(sandbox, task, result)
@@ -289,7 +295,10 @@ class Orchestrator:
         _write(self.run_dir / "logs" / result.rollout_id / "agent.stdout", run.stdout)
         _write(self.run_dir / "logs" / result.rollout_id / "agent.stderr", run.stderr)
         health = await sandbox.health()
-        if not health.running or health.oom_killed:
+        if health.deadline:  # the sandbox's own deadline passed while the agent ran
+            result.status, result.reason = "agent_timeout", f"agent ran past its sandbox's deadline ({health.detail})"
+            result.reward = 0.0  # nothing is left to verify
+        elif not health.running or health.oom_killed:
             result.status, result.reason = "infra_error", "sandbox OOM-killed" if health.oom_killed else health.detail
         elif run.timed_out:
             result.status, result.reason = "agent_timeout", f"agent ran past {timeout:.0f} s"

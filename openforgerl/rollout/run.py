@@ -7,6 +7,7 @@ the harness and verifier logs, and summary.json.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import json
@@ -103,6 +104,7 @@ class PreparedRun:
                     results = await orchestrator.run(self.tasks)
                 finally:  # an interrupted run still says what it did
                     self._summarize(run_dir, orchestrator.results)
+                    await asyncio.shield(self.runtime.release())
         return run_dir, results
 
     def _summarize(self, run_dir: Path, results: list[RolloutResult]) -> None:
@@ -132,6 +134,12 @@ async def prepare_run(config: RolloutConfig, harness: Harness | None = None, run
     await preflight(config, tasks, harness, runtime, check_model=proxy is None)
     reach = await runtime.reach({network_mode(config, task) for task in tasks})
     _check_reach(config, harness, reach, given_proxy=proxy is not None)
+    judged = [task.name for task in tasks if task.config.verifier.judge]
+    remote = sorted({way.address for way in reach.values() if way.address and _named(way.address)})
+    if judged and remote:
+        raise UserError(f"the verifiers of {', '.join(judged[:3])} ask for the run's LLM judge, whose relay cannot "
+                        f"listen where the {runtime.name} runtime's sandboxes reach this run ({remote[0]})",
+                        fix="run judged tasks on the docker runtime")
     prepared = PreparedRun(config, tasks, harness, runtime, proxy, reach)
     for warning in prepared.warnings():
         log.warning(warning)
@@ -194,7 +202,19 @@ def _expose(reach: dict[NetworkMode, Reach], urls: dict[NetworkMode, str], opene
 
 
 def _loopback(address: str) -> bool:
-    return ipaddress.ip_address(address).is_loopback
+    """Whether ``address`` is this host's loopback (a DNS name, e.g. a cluster Service, never is)."""
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _named(address: str) -> bool:
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return True
+    return False
 
 
 def _model_urls(reach: dict[NetworkMode, Reach], handle: ProxyHandle | None,
@@ -219,6 +239,11 @@ def _check_reach(config: RolloutConfig, harness: Harness, reach: dict[NetworkMod
         if way.address is None:
             raise UserError(f"network {mode} leaves the {harness.name} harness no way to reach the model",
                             fix="use network isolated (the default) for tasks whose agent calls a model")
+        if _named(way.address) and not config.proxy.url and not given_proxy:
+            raise UserError(f"{mode} sandboxes reach the model at {way.address}, which a proxy started inside this "
+                            "run cannot listen on",
+                            fix="deploy the proxy where they reach it (forge k8s proxy | kubectl apply -f -) and set "
+                                "proxy.url, proxy.sandbox_url and FORGE_PROXY_ADMIN_TOKEN (docs/kubernetes.md)")
         if config.proxy.url and not given_proxy and not _loopback(way.address) and not config.proxy.sandbox_url:
             raise UserError(f"proxy.url is set, and {mode} sandboxes cannot reach {config.proxy.url}",
                             fix="start it with forge proxy --sandbox and set proxy.sandbox_url to the URL it "

@@ -63,6 +63,14 @@ class SandboxSpec(BaseModel):
     workdir: str = "/"
     user: str | None = None
     """Default user for exec (``uid:gid`` or a name); root when unset."""
+    agent_user: str | None = None
+    """Who the agent will run as; runtimes that fix a sandbox's users when it starts (kubernetes) pick
+    their security profile from it."""
+    storage_mb: int | None = Field(None, gt=0)
+    """The task's storage cap; runtimes that enforce it at start (kubernetes' ephemeral storage) use it."""
+    deadline_sec: float | None = Field(None, gt=0)
+    """The longest the sandbox may live (start, agent and verifier budgets); runtimes that can end it
+    on their own when it passes, even with the orchestrator gone, do (kubernetes' activeDeadlineSeconds)."""
 
 
 @dataclass
@@ -90,6 +98,8 @@ class SandboxHealth:
     running: bool
     oom_killed: bool = False
     detail: str = ""
+    deadline: bool = False
+    """It was ended by its own deadline (``SandboxSpec.deadline_sec``): an agent timeout in the agent phase."""
 
 
 class Sandbox(ABC):
@@ -203,6 +213,10 @@ class Runtime(ABC):
     async def sweep(self) -> int:
         """Remove sandboxes left by runs whose owner process is gone; returns how many."""
         return 0
+
+    async def release(self) -> None:
+        """Hook: the run is over; remove what the runtime made for it beyond its sandboxes (network
+        policies, watches). Idempotent."""
 
     @contextlib.asynccontextmanager
     async def sandbox(self, spec: SandboxSpec) -> AsyncIterator[Sandbox]:

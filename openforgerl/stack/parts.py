@@ -18,6 +18,7 @@ PARTS: NameTable[type[Part]] = NameTable("stack part", {
     "harnesses": "openforgerl.rollout.harnesses.install:HarnessesPart",
     "gpu": "openforgerl.stack.gpu:GpuPart",
     "verl": "openforgerl.train.verl.launch:VerlPart",
+    "kubernetes": "openforgerl.rollout.runtimes.kubernetes:KubernetesPart",
 })
 
 STACK_UP = ("docker", "base-image", "registry")

@@ -49,12 +49,13 @@ class ProxyProcess:
         self.tokenizer_dir = tokenizer_dir
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
+        self.extra: list[str] = []
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "openforgerl", "proxy", "--engine", "scripted", "--script", str(self.script),
              "--port", str(self.port), "--admin-token", ADMIN, "--data-dir", str(self.data_dir),
-             "--tokenizer", str(self.tokenizer_dir)],
+             "--tokenizer", str(self.tokenizer_dir), *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -158,3 +159,22 @@ def test_a_client_that_hangs_up_mid_stream_is_recorded_and_its_generation_stops(
     assert [c["status"] for c in calls] == ["ok", "client_disconnected"]
     whole = len(policy_template().encode(LONG.strip())) + 1
     assert 0 < calls[1]["tokens_out"] < whole  # the engine stopped when the client left
+
+
+def test_the_model_only_listener_serves_rollouts_and_no_admin_route(tmp_path, tokenizer_dir):
+    """forge proxy --model-listen (the in-cluster proxy's port for pods): model calls with a rollout token
+    work there; the admin API does not exist there, even with the admin token."""
+    process = ProxyProcess(tmp_path, tokenizer_dir)
+    model_port = free_port()
+    process.extra = ["--model-listen", f"127.0.0.1:{model_port}"]
+    process.start()
+    try:
+        token = process.admin("POST", "/rollouts", json={"metadata": {}}).json()["token"]
+        model = f"http://127.0.0.1:{model_port}"
+        answer = httpx.post(model + "/v1/chat/completions", headers={"authorization": f"Bearer {token}"},
+                            json={"model": "smollm2", "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        admin = httpx.post(model + "/rollouts", headers={"authorization": f"Bearer {ADMIN}"}, json={}, timeout=10)
+        assert admin.status_code == 404
+    finally:
+        process.stop()

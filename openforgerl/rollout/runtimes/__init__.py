@@ -1,6 +1,6 @@
 """Runtime implementations, by name, and the factory that builds one from its settings.
 
-Built-ins: ``docker`` and ``local``; third parties register more under the entry-point group
+Built-ins: ``docker``, ``local`` and ``kubernetes``; third parties register more under the entry-point group
 ``openforgerl.runtimes``. Invariant: ``runtime:`` in a run config is validated against the settings
 model of the runtime its ``type`` names (``Runtime.Config``), so a plugin runtime is configured
 exactly like a built-in one and a misspelt setting is an error, not silently dropped.
@@ -19,6 +19,7 @@ from openforgerl.rollout.runtime import Runtime, RuntimeConfig
 RUNTIMES: NameTable[type[Runtime]] = NameTable("runtime", {
     "docker": "openforgerl.rollout.runtimes.docker:DockerRuntime",
     "local": "openforgerl.rollout.runtimes.local:LocalRuntime",
+    "kubernetes": "openforgerl.rollout.runtimes.kubernetes:KubernetesRuntime",
 }, "openforgerl.runtimes")
 
 DEFAULT_RUNTIME = "docker"

@@ -187,8 +187,10 @@ def test_runtime_settings_are_validated_by_the_runtime_they_name():
     assert config.model_dump()["runtime"] == {"type": "local", "base_dir": "/tmp/x"}  # saved whole in config.yaml
     with pytest.raises(ConfigError, match="runtime.start_timeout: Extra inputs"):
         resolve(RolloutConfig, None, ["runtime.start_timeout=5"])
-    with pytest.raises(UnknownNameError, match="unknown runtime 'kubernetes'"):
-        resolve(RolloutConfig, None, ["runtime.type=kubernetes"])
+    with pytest.raises(UnknownNameError, match="unknown runtime 'podman'"):
+        resolve(RolloutConfig, None, ["runtime.type=podman"])
+    with pytest.raises(ConfigError, match="runtime.namespce: Extra inputs"):  # a built-in's own settings, too
+        resolve(RolloutConfig, None, ["runtime.type=kubernetes", "runtime.namespce=forge"])
 
 
 def test_a_runtime_from_an_entry_point_can_be_selected_and_configured(monkeypatch: pytest.MonkeyPatch):
