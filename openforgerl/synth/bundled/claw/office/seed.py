@@ -65,7 +65,7 @@ MESSAGES = [
      "Hi Alex,\n\nThe draft plan has two backend roles and one data role.\nThe budget line is 210000 EUR.\n\n"
      "Mei\n", False),
     ("newsletter", "Industry Weekly", "Industry Weekly #112", "Wed, 05 Mar 2025 06:00:00 +0000",
-     "This week: scheduling tools compared, five tips for hybrid offsites, and our reader survey.\n", False),
+     "In this issue: scheduling tools compared, five tips for hybrid offsites, and our reader survey.\n", False),
     ("lukas.berg", "Lukas Berg", "Lunch and learn: pgvector", "Wed, 05 Mar 2025 10:15:00 +0000",
      {"intro": "I can present what we learned indexing embeddings in Postgres.",
       "title": "Lunch and learn: pgvector", "day": "2025-03-19", "start": "12:00", "end": "13:00",
