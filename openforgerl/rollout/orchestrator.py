@@ -142,6 +142,8 @@ class RolloutResult:
     sandbox: dict[str, Any] = field(default_factory=dict)
     """What the sandbox showed beyond the reward: ``tampered`` (system paths the agent changed),
     ``storage_exceeded_mb``, ``logs`` (what the copy of /logs left out), ``integrity`` when unchecked."""
+    truncated: str | None = None
+    """Why the proxy cut the rollout's model calls short (its token or call budget), else None."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)
@@ -394,6 +396,7 @@ class Orchestrator:
                                               {**metadata, "timings": result.timings, "reason": result.reason,
                                                "sandbox": result.sandbox})
             result.model_usage = _usage(summary)
+            result.truncated = summary.get("truncated")
             errors = result.model_usage.get("engine_errors")
             if errors and result.status in ("success", "failure", "agent_timeout"):
                 result.status, result.reason = "infra_error", f"engine failed on {errors:.0f} call(s)"

@@ -57,6 +57,11 @@ class ProxySettings(BaseModel):
     max_context_tokens: int = Field(0, ge=0)
     """In-run proxy: the policy's context in tokens; a longer prompt is refused at once with the dialect's
     context-length error. 0: the engine's own (vLLM reports it), else unchecked."""
+    rollout_max_tokens: int = Field(0, ge=0)
+    """In-run proxy: tokens the policy may generate per rollout (0: no budget); past it, calls are length
+    stops and the rollout is ``truncated``."""
+    rollout_max_calls: int = Field(0, ge=0)
+    """In-run proxy: model calls per rollout (0: no budget); past it, the same."""
 
 
 class ProxyHandle:
@@ -171,7 +176,8 @@ async def _in_process(settings: ProxySettings, model: str, data_dir: Path,
     config = ProxyConfig(host=settings.host, port=settings.port, admin_token=token, model=model,
                          tokenizer=settings.tokenizer, engine=settings.engine, data_dir=str(data_dir),
                          force_tool_calls=settings.force_tool_calls, max_tokens=settings.max_tokens,
-                         max_context_tokens=settings.max_context_tokens)
+                         max_context_tokens=settings.max_context_tokens,
+                         rollout_max_tokens=settings.rollout_max_tokens, rollout_max_calls=settings.rollout_max_calls)
     app = await asyncio.to_thread(build_app, config)
     listeners: list[tuple[QuietServer, asyncio.Task[None], int]] = []
     try:

@@ -289,4 +289,5 @@ def summarize(results: list[RolloutResult]) -> dict[str, Any]:
     return {"rollouts": len(results), "retries": sum(r.try_index > 0 for r in results),
             "statuses": {s: counts.get(s, 0) for s in STATUSES},
             "mean_reward": sum(scored) / len(scored) if scored else None,
+            "truncated": sum(bool(r.truncated) for r in final),
             "tasks": {t: {**e, "statuses": dict(e["statuses"])} for t, e in per_task.items()}}

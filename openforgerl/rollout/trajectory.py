@@ -121,6 +121,9 @@ class Trajectory:
     reward: float | None = None
     segments: list[Segment] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
+    truncated: str | None = None
+    """Why the proxy cut the rollout short (its token or call budget was spent), else None: its last
+    answers were length stops the policy did not choose, which a trainer masks or penalises."""
 
     def add(self, record: CallRecord) -> None:
         """Apply one recorded call (in recording order)."""
@@ -158,11 +161,11 @@ class Trajectory:
         """One training row per segment; reward, status, metadata and timings on every row."""
         timings = self.timings()
         return [{"rollout_id": self.rollout_id, "segment": i, **seg.to_dict(), "reward": self.reward,
-                 "status": self.status, "metadata": self.metadata, "timings": timings}
+                 "status": self.status, "truncated": self.truncated, "metadata": self.metadata, "timings": timings}
                 for i, seg in enumerate(self.segments)]
 
     def summary(self) -> dict[str, Any]:
-        return {"id": self.rollout_id, "status": self.status, "reward": self.reward,
+        return {"id": self.rollout_id, "status": self.status, "reward": self.reward, "truncated": self.truncated,
                 "metadata": self.metadata, "counts": self.counts(), "timings": self.timings(),
                 "segments": len(self.segments),
                 "calls": [{"index": c.index, "status": c.status, "kind": c.kind, "segment": c.segment,

@@ -100,7 +100,7 @@ def trajectory_from_saved(saved: dict[str, Any]) -> Trajectory:
                         response_mask=list(s["response_mask"]), logprobs=list(s["logprobs"]),
                         calls=list(s.get("calls", []))) for s in saved.get("segments", [])]
     return Trajectory(rollout_id=saved["id"], metadata=saved.get("metadata") or {}, status=saved.get("status", ""),
-                      reward=saved.get("reward"), segments=segments, calls=calls)
+                      reward=saved.get("reward"), segments=segments, calls=calls, truncated=saved.get("truncated"))
 
 
 def chat_messages(text: str) -> list[dict[str, str]] | None:

@@ -310,7 +310,7 @@ def collect_samples(run_dir: Path, results: list[RolloutResult]) -> tuple[list[S
     """The step's GRPO samples (one per recorded segment of each policy rollout) and outcome counts."""
     counts: dict[str, Any] = {status: 0 for status in (*POLICY_STATUSES, "infra_error", "verifier_error",
                                                           "cancelled")}
-    counts["tampered"] = 0
+    counts["tampered"] = counts["truncated"] = 0
     counts["rewards"] = []
     samples: list[Sample] = []
     for result in results:
@@ -325,11 +325,14 @@ def collect_samples(run_dir: Path, results: list[RolloutResult]) -> tuple[list[S
         if not result.trajectory:
             continue
         trajectory = json.loads((run_dir / result.trajectory).read_text(encoding="utf-8"))
+        # cut short by the proxy's budget: its reward stays in the group's baseline, its tokens carry no loss
+        truncated = bool(result.truncated or trajectory.get("truncated"))
+        counts["truncated"] += truncated
         for segment in trajectory.get("segments", []):
+            mask = [0] * len(segment["response_mask"]) if truncated else segment["response_mask"]
             samples.append(Sample(rollout_id=result.rollout_id, group=result.task,
                                   prompt_ids=segment["prompt_ids"], response_ids=segment["response_ids"],
-                                  response_mask=segment["response_mask"], old_logprobs=segment["logprobs"],
-                                  reward=reward))
+                                  response_mask=mask, old_logprobs=segment["logprobs"], reward=reward))
     return samples, counts
 
 

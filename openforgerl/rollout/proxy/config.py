@@ -42,6 +42,12 @@ class ProxyConfig(BaseModel):
     """Response cap per call: used when a harness sets no max_tokens (Codex, Claude Code) and as the
     ceiling when it asks for more, so one rambling call cannot hold a rollout until the context is
     full. 0: no cap (the engine's context is the only limit)."""
+    rollout_max_tokens: int = Field(0, ge=0)
+    """Tokens the policy may generate in one rollout (0: no budget). A call is capped to what is left; once
+    it is spent every further call is answered at once as a length stop (no engine call) and the rollout
+    is marked ``truncated`` (trainers mask or penalise it), so a rambling policy cannot stall a step."""
+    rollout_max_calls: int = Field(0, ge=0)
+    """Model calls one rollout may make (0: no budget); past it, the same length stop and ``truncated``."""
     force_tool_calls: int = Field(0, ge=0)
     """For policies too small to call tools on their own: the first N calls of each rollout that offer
     tools with tool_choice auto are made to start a tool call, as tool_choice "required" does (the

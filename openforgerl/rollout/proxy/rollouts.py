@@ -53,6 +53,8 @@ class Rollout:
     log: RolloutLog | None
     created: float = field(default_factory=time.time)
     next_call: int = 0
+    generated: int = 0
+    """Tokens the policy generated over the rollout's recorded calls (its token budget's measure)."""
     in_flight: set[int] = field(default_factory=set)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # log writes + applying them, in order
     planning: asyncio.Lock = field(default_factory=asyncio.Lock)  # one call drafted at a time, in order
@@ -74,6 +76,7 @@ class Rollout:
     def apply(self, record: CallRecord) -> None:
         """Add a record that is already durable to the in-memory trajectory and lineage."""
         self.in_flight.discard(record.index)
+        self.generated += len(record.response) if record.status == "ok" else 0
         self.trajectory.add(record)
         self.lineage.record(record, self.trajectory)
 
@@ -203,6 +206,8 @@ class Registry:
                           else CallRecord(index=event["i"], status="interrupted"))
                 started.discard(record.index)
                 rollout.apply(record)
+            elif kind == "truncated":
+                rollout.trajectory.truncated = event.get("why") or "its budget was spent"
             elif kind == "finish":
                 self._apply_finish(rollout, event.get("reward"), event.get("status", "completed"),
                                    event.get("metadata") or {})

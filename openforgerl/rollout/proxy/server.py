@@ -16,7 +16,7 @@ from openforgerl.rollout.proxy.app import ModelApi, ProxyApp
 from openforgerl.rollout.proxy.config import ProxyConfig
 from openforgerl.rollout.proxy.engine import Engine, make_engine
 from openforgerl.rollout.proxy.rollouts import Registry
-from openforgerl.rollout.proxy.service import ProxyService
+from openforgerl.rollout.proxy.service import Budget, ProxyService
 from openforgerl.rollout.proxy.store import Store
 from openforgerl.rollout.proxy.template import ChatTemplate, load_chat_template
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
@@ -38,7 +38,8 @@ def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine:
         log.info("recovered %d rollouts from %s", recovered, config.data_dir)
     service = ProxyService(template, parser, engine, registry, max_inflight=config.max_inflight,
                            force_tool_calls=config.force_tool_calls, max_tokens=config.max_tokens,
-                           max_context_tokens=config.max_context_tokens)
+                           max_context_tokens=config.max_context_tokens,
+                           budget=Budget(config.rollout_max_tokens, config.rollout_max_calls))
     return ProxyApp(service, admin_token=config.admin_token, model=config.model,
                     unknown_model=config.unknown_model, max_body_bytes=config.max_body_bytes)
 

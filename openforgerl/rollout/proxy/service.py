@@ -106,27 +106,51 @@ class CallState:
                 "tokens_reused": self.plan.base[1] if self.plan.base else 0}
 
 
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """What one rollout may spend on the model (0: unlimited)."""
+
+    tokens: int = 0
+    """Generated tokens, over all its calls."""
+    calls: int = 0
+
+    def spent(self, rollout: Rollout) -> str | None:
+        """Why no further call of ``rollout`` may reach the engine, else None."""
+        if self.calls and rollout.next_call >= self.calls:
+            return f"its call budget is spent ({self.calls} calls)"
+        if self.tokens and rollout.generated >= self.tokens:
+            return f"its token budget is spent ({rollout.generated} of {self.tokens} tokens generated)"
+        return None
+
+    def left(self, rollout: Rollout) -> int | None:
+        """Tokens the next call may generate under the token budget (None: no budget)."""
+        return max(self.tokens - rollout.generated, 0) if self.tokens else None
+
+
 class ProxyService:
     """Serves calls for the rollouts in ``registry``."""
 
     def __init__(self, template: ChatTemplate, parser: ToolParser, engine: Engine, registry: Registry,
                  max_inflight: int = 0, force_tool_calls: int = 0, max_tokens: int = 0,
-                 max_context_tokens: int = 0) -> None:
+                 max_context_tokens: int = 0, budget: Budget | None = None) -> None:
         self.template, self.parser, self.engine, self.registry = template, parser, engine, registry
         self.force_tool_calls = force_tool_calls
         self.max_tokens = max_tokens
+        self.budget = budget or Budget()
         self.max_context_tokens = max_context_tokens
         self._engine_context: int | None = None  # asked from the engine until it answers
         self._slots = asyncio.Semaphore(max_inflight) if max_inflight > 0 else None
         self._io = ThreadPoolExecutor(max_workers=8, thread_name_prefix="forge-wal")
         self._cpu = ThreadPoolExecutor(max_workers=PLAN_WORKERS, thread_name_prefix="forge-plan")
 
-    def _capped(self, sampling: Sampling) -> Sampling:
+    def _capped(self, sampling: Sampling, left: int | None = None) -> Sampling:
         """The harness's sampling with the proxy's response cap: the default when it sets none, the ceiling
-        when it asks for more (harnesses such as Codex set none, and a rambling policy fills the context)."""
-        if not self.max_tokens or (sampling.max_tokens is not None and sampling.max_tokens <= self.max_tokens):
+        when it asks for more (harnesses such as Codex set none, and a rambling policy fills the context);
+        and never more than ``left``, what the rollout's token budget still allows."""
+        caps = ([self.max_tokens] if self.max_tokens else []) + ([max(left, 1)] if left is not None else [])
+        if not caps or (sampling.max_tokens is not None and sampling.max_tokens <= min(caps)):
             return sampling
-        return dataclasses.replace(sampling, max_tokens=self.max_tokens)
+        return dataclasses.replace(sampling, max_tokens=min(caps))
 
     async def context_limit(self) -> int:
         """Tokens a prompt must stay under: the smaller of ``max_context_tokens`` and the engine's context
@@ -175,7 +199,14 @@ class ProxyService:
 
     async def turn(self, rollout: Rollout, request: ChatRequest, dialect: str,
                    received: float) -> AsyncGenerator[Event, None]:
-        """The events of one call; recorded before ``Finish`` is yielded."""
+        """The events of one call; recorded before ``Finish`` is yielded. A rollout whose budget is spent is
+        answered at once with a length stop and no text (no engine call, nothing recorded but the mark)."""
+        spent = self.budget.spent(rollout)
+        if spent is not None:
+            await self.truncate(rollout, spent)
+            request.call = rollout.next_call
+            yield Finish("length", 0, 0)
+            return
         plan, forced = await self._plan(rollout, request)
         try:
             index = rollout.begin_call()
@@ -194,6 +225,9 @@ class ProxyService:
             finish = self._finish_reason(state, request)
             handed_over = True
             await self.commit(rollout, state.record("ok"), plan)
+            spent = self.budget.spent(rollout) if finish == "length" else None
+            if spent is not None:  # the budget, not the harness's own cap, ended this answer
+                await self.truncate(rollout, spent)
             yield Finish(finish, len(plan.prompt_ids), len(state.forced) + len(state.response))
         except ProviderError as exc:
             handed_over = True
@@ -234,7 +268,8 @@ class ProxyService:
             yield event
         async with self._slot():
             state.marks["engine_start"] = time.perf_counter()
-            chunks = self.engine.stream(state.plan.prompt_ids + state.forced, self._capped(request.sampling))
+            sampling = self._capped(request.sampling, self.budget.left(state.rollout))
+            chunks = self.engine.stream(state.plan.prompt_ids + state.forced, sampling)
             async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
                     state.marks.setdefault("first", time.perf_counter())
@@ -254,6 +289,15 @@ class ProxyService:
             return
         async with self._slots:
             yield
+
+    async def truncate(self, rollout: Rollout, why: str) -> None:
+        """Mark ``rollout`` truncated (once; durable before the answer that says so)."""
+        if rollout.trajectory.truncated is not None:
+            return
+        async with rollout.lock:
+            if rollout.trajectory.truncated is None:
+                await self.write(rollout, {"t": "truncated", "why": why})
+                rollout.trajectory.truncated = why
 
     async def write(self, rollout: Rollout, event: dict) -> None:
         """Append ``event`` to the rollout's log and fdatasync it, off the event loop."""

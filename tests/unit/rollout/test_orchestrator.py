@@ -341,3 +341,12 @@ def test_a_run_directory_that_cannot_be_written_is_one_line_before_any_sandbox(t
         asyncio.run(run_rollouts(config, harness=Agent(), runtime=runtime))
     assert "\n" not in str(raised.value) and raised.value.fix and where.split("/")[0] in str(raised.value)
     assert runtime.starts == 0
+
+
+def test_a_rollout_the_proxy_cut_short_is_recorded_as_truncated(tmp_path: Path):
+    proxy = InProcessProxy([ScriptTurn(text="and then " * 100)], rollout_max_tokens=20)
+    runtime = FakeRuntime(Scenario(agent=calls_model(proxy, calls=2)))
+    run_dir, [result] = run(tmp_path, runtime, harness=ModelAgent(), proxy=proxy.handle())
+    line = json.loads((run_dir / "rollouts.jsonl").read_text().splitlines()[-1])
+    assert result.truncated and "token budget" in result.truncated and line["truncated"] == result.truncated
+    assert result.model_usage["calls"] == 1  # the second call never reached the engine

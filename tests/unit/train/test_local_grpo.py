@@ -97,6 +97,20 @@ def test_infra_failures_never_enter_a_group_and_tampering_counts_as_zero(tmp_pat
     assert counts["rewards"] == [1.0, 0.0, 0.0]
 
 
+def test_a_truncated_rollout_stays_in_its_group_s_baseline_but_trains_no_token(tmp_path: Path):
+    (tmp_path / "trajectories").mkdir()
+    segment = {"prompt_ids": [1], "response_ids": [2, 3], "response_mask": [1, 1], "logprobs": [-0.1, -0.2]}
+    for rid in "ab":
+        (tmp_path / "trajectories" / f"{rid}.json").write_text(json.dumps({"segments": [segment]}))
+    cut = result("b", "failure", 0.0)
+    cut.truncated = "its token budget is spent (20 of 20 tokens generated)"
+    samples, counts = collect_samples(tmp_path, [result("a", "success", 1.0), cut])
+    assert [(s.rollout_id, s.reward, s.response_mask) for s in samples] == [("a", 1.0, [1, 1]), ("b", 0.0, [0, 0])]
+    assert counts["truncated"] == 1
+    group_advantages(samples)
+    assert samples[0].advantage > 0  # the full rollout still learns against the truncated one's reward
+
+
 def test_bad_settings_are_one_line_naming_the_key(tmp_path: Path):
     with pytest.raises(ConfigError, match="update.lr_typo"):
         LocalTrainConfig(update={"lr_typo": 1}).settings()
