@@ -45,6 +45,34 @@ def message_reply_key(message: dict[str, Any]) -> str:
     return reply_key(message.get("content") or "", calls)
 
 
+MIN_SHARED = 32
+"""A fork stores a reference to an earlier segment's ids only when they share at least this many tokens."""
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix, by bisection over slice comparisons (each one in C)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def shared_base(ids: list[int], heads: list[Head], trajectory: Trajectory) -> tuple[int, int] | None:
+    """The (segment, length) of the longest stretch of recorded ids a fork's prompt starts with, so its
+    record stores that reference plus its own suffix instead of the whole prompt (export expands it).
+    Only ids up to each head are read: those never change while the event loop records."""
+    best: tuple[int, int] | None = None
+    for head in heads:
+        shared = common_prefix(ids, trajectory.segments[head.segment].ids(head.n_ids))
+        if shared >= MIN_SHARED and (best is None or shared > best[1]):
+            best = (head.segment, shared)
+    return best
+
+
 def check_fits(tokens: int, limit: int, stopped_early: bool = False) -> None:
     """Refuse a prompt that leaves no room to sample (``limit`` 0: unknown, unchecked). ``stopped_early``:
     the count comes from an encoding that may have stopped once past ``limit``, so it is a lower bound."""
@@ -112,7 +140,10 @@ class Lineage:
                 return plan
         ids = self.template.encode_prompt(text, limit)
         check_fits(len(ids), limit, stopped_early=True)
-        return Plan("clean" if not trajectory.segments else "fork", ids, None, ids, None, *info)
+        if not trajectory.segments:
+            return Plan("clean", ids, None, ids, None, *info)
+        base = shared_base(ids, heads, trajectory)
+        return Plan("fork", ids, base, ids[base[1]:] if base else ids, None, *info)
 
     def reserve(self, plan: Plan) -> Plan:
         """Claim the head ``plan`` extends; if a concurrent call holds it (or moved it on meanwhile),
