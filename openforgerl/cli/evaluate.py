@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from openforgerl.cli import cli
-from openforgerl.cli.rollout import HarnessOption
+from openforgerl.cli.rollout import HarnessOption, runtime_options, runtime_sets
 
 
 def _ints(text: str | None) -> list[int] | None:
@@ -25,12 +25,13 @@ def _ints(text: str | None) -> list[int] | None:
 @click.option("-n", "--attempts", type=int, help="Rollouts per task and harness (at least the largest k).")
 @click.option("-k", "ks", help="The k of pass@k / pass^k, comma-separated (default 1).")
 @click.option("--concurrency", type=int, help="Rollouts at once.")
+@runtime_options
 @click.option("--proxy-url", help="Use a running forge proxy instead of starting one.")
 @click.option("--engine-url", help="vLLM base URL for the in-run proxy (default http://127.0.0.1:8000).")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Output directory (default runs/<time>-eval).")
 @click.option("-o", "--set", "overrides", multiple=True, help="Config override key.path=value (repeatable).")
-def eval_(tasks, config_file, harnesses, model, attempts, ks, concurrency, proxy_url, engine_url, run_dir,
-          overrides) -> None:
+def eval_(tasks, config_file, harnesses, model, attempts, ks, concurrency, runtime, kube_context, namespace,
+          proxy_url, engine_url, run_dir, overrides) -> None:
     """Evaluate harnesses on TASKS: pass@k, pass^k and mean reward per task, per harness and overall."""
     from openforgerl.cli.evaluate_view import eval_with_progress
     from openforgerl.cli.interrupt import run_interruptibly
@@ -39,6 +40,7 @@ def eval_(tasks, config_file, harnesses, model, attempts, ks, concurrency, proxy
 
     sets = [f"{k}={v}" for k, v in {"model": model, "attempts": attempts, "concurrency": concurrency,
                                     "run_dir": run_dir}.items() if v is not None]
+    sets += runtime_sets(runtime, kube_context, namespace)
     sets += [f"proxy.url={proxy_url}"] if proxy_url else []
     sets += [f"proxy.engine.base_url={engine_url}"] if engine_url else []
     defaults: dict = {"tasks": list(tasks)} if tasks else {}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 from openforgerl.cli import cli
@@ -17,6 +20,26 @@ class HarnessOption(click.Option):
         return super().get_help_record(ctx)
 
 
+def runtime_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--runtime``, ``--kube-context`` and ``--namespace``, shared by forge rollout and forge eval."""
+    for option in reversed([
+            click.option("--runtime", type=click.Choice(["docker", "local", "kubernetes"]), help="Where rollouts run."),
+            click.option("--kube-context", help="kubernetes runtime: the kubeconfig context (default: current)."),
+            click.option("--namespace", help="kubernetes runtime: the namespace of the pods (default: default).")]):
+        command = option(command)
+    return command
+
+
+def runtime_sets(runtime: str | None, kube_context: str | None, namespace: str | None) -> list[str]:
+    """Config overrides for the runtime flags; a kube flag alone selects the kubernetes runtime."""
+    sets = [f"runtime.type={runtime}"] if runtime else []
+    if kube_context or namespace:
+        sets += [] if runtime else ["runtime.type=kubernetes"]
+        sets += [f"runtime.context={kube_context}"] if kube_context else []
+        sets += [f"runtime.namespace={namespace}"] if namespace else []
+    return sets
+
+
 @cli.command()
 @click.argument("tasks", nargs=-1, type=click.Path(exists=True))  # dirs or a manifest.jsonl
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="YAML/TOML run config.")
@@ -24,9 +47,7 @@ class HarnessOption(click.Option):
 @click.option("--model", help="Policy model name (default smollm2).")
 @click.option("-n", "--attempts", type=int, help="Rollouts per task.")
 @click.option("--concurrency", type=int, help="Rollouts at once.")
-@click.option("--runtime", type=click.Choice(["docker", "local", "kubernetes"]), help="Where rollouts run.")
-@click.option("--kube-context", help="kubernetes runtime: the kubeconfig context (default: the current one).")
-@click.option("--namespace", help="kubernetes runtime: the namespace of the pods (default: default).")
+@runtime_options
 @click.option("--proxy-url", help="Use a running forge proxy instead of starting one.")
 @click.option("--engine-url", help="vLLM base URL for the in-run proxy (default http://127.0.0.1:8000).")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Output directory (default runs/<time>-<harness>).")
@@ -42,11 +63,7 @@ def rollout(tasks, config_file, harness, model, attempts, concurrency, runtime, 
     flags = {"harness": harness, "model": model, "attempts": attempts, "concurrency": concurrency,
              "run_dir": run_dir}
     sets = [f"{k}={v}" for k, v in flags.items() if v is not None]
-    sets += [f"runtime.type={runtime}"] if runtime else []
-    if kube_context or namespace:
-        sets += [] if runtime else ["runtime.type=kubernetes"]
-        sets += [f"runtime.context={kube_context}"] if kube_context else []
-        sets += [f"runtime.namespace={namespace}"] if namespace else []
+    sets += runtime_sets(runtime, kube_context, namespace)
     sets += [f"proxy.url={proxy_url}"] if proxy_url else []
     sets += [f"proxy.engine.base_url={engine_url}"] if engine_url else []
     defaults = {"tasks": list(tasks)} if tasks else {}
