@@ -61,13 +61,20 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return low
 
 
+SHARED_CANDIDATES = 4
+"""How many of the newest segments a fork is compared with (a bound: a rollout may fork thousands of times)."""
+
+
 def shared_base(ids: list[int], heads: list[Head], trajectory: Trajectory) -> tuple[int, int] | None:
-    """The (segment, length) of the longest stretch of recorded ids a fork's prompt starts with, so its
-    record stores that reference plus its own suffix instead of the whole prompt (export expands it).
-    Only ids up to each head are read: those never change while the event loop records."""
+    """The (segment, length) of the longest stretch of recorded ids a fork's prompt starts with, among the
+    newest segments, so its record stores that reference plus its own suffix instead of the whole prompt
+    (readers expand it). Only ids up to each head are read: those never change while the event loop records."""
     best: tuple[int, int] | None = None
-    for head in heads:
-        shared = common_prefix(ids, trajectory.segments[head.segment].ids(head.n_ids))
+    for head in sorted(heads, key=lambda h: -h.segment)[:SHARED_CANDIDATES]:
+        segment = trajectory.segments[head.segment]
+        shared = common_prefix(ids, segment.prompt_ids)  # the stable first prompt: no copy
+        if shared == len(segment.prompt_ids) and head.n_ids > shared:  # it may go on into the answers
+            shared = common_prefix(ids, segment.ids(head.n_ids))
         if shared >= MIN_SHARED and (best is None or shared > best[1]):
             best = (head.segment, shared)
     return best
