@@ -37,7 +37,7 @@ from openforgerl.rollout.orchestrator import (
     network_mode,
 )
 from openforgerl.rollout.proxy_handle import ProxyHandle, check_engine, listen, open_proxy
-from openforgerl.rollout.runtime import NetworkMode, Reach, Runtime
+from openforgerl.rollout.runtime import NetworkMode, Reach, Runtime, is_ip
 from openforgerl.rollout.runtimes import make_runtime
 from openforgerl.tasks import Task, find_task_dirs
 
@@ -210,11 +210,7 @@ def _loopback(address: str) -> bool:
 
 
 def _named(address: str) -> bool:
-    try:
-        ipaddress.ip_address(address)
-    except ValueError:
-        return True
-    return False
+    return not is_ip(address)
 
 
 def _model_urls(reach: dict[NetworkMode, Reach], handle: ProxyHandle | None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,15 @@ LABEL_TASK = "openforgerl.task"
 LABEL_ATTEMPT = "openforgerl.attempt"
 LABEL_OWNER_PID = "openforgerl.owner-pid"
 LABEL_OWNER_HOST = "openforgerl.owner-host"
+
+
+def is_ip(address: str) -> bool:
+    """Whether ``address`` is an IP address (not a DNS name such as a cluster Service's)."""
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return True
 
 
 NetworkMode = Literal["isolated", "bridge", "host", "none"]
@@ -105,6 +115,9 @@ class SandboxHealth:
 class Sandbox(ABC):
     """One running sandbox. Subclasses implement the hooks; ``stop`` is the framework's."""
 
+    fresh_step: ClassVar[str] = 'rm -rf -- "$@"'
+    """How ``make_dirs(fresh=True)`` clears its paths (a shell step over ``"$@"``)."""
+
     def __init__(self, sandbox_id: str) -> None:
         self.id = sandbox_id
         self._stopped = False
@@ -137,7 +150,7 @@ class Sandbox(ABC):
         """Create directories as root; ``fresh`` deletes them first, ``owner`` (``uid:gid``) gets them
         recursively. Raises SandboxError when it cannot. Runtimes whose paths are not the host's own
         (local) override it; the default runs a shell inside the sandbox."""
-        steps = (['rm -rf -- "$@"'] if fresh else []) + ['mkdir -p -- "$@"']
+        steps = ([self.fresh_step] if fresh else []) + ['mkdir -p -- "$@"']
         if owner:
             steps.append('chown -R -- "$FORGE_OWNER" "$@"')
         result = await self.exec(["sh", "-c", " && ".join(steps), "forge-dirs", *paths], user="0", timeout=60,

@@ -28,6 +28,7 @@ from openforgerl.rollout.runtime import (
     LABEL_TASK,
     NetworkMode,
     SandboxSpec,
+    is_ip,
 )
 
 CONTAINER = "sandbox"
@@ -88,7 +89,7 @@ class KubeSettings(BaseModel):
 
     @property
     def proxy_by_name(self) -> bool:
-        return not _is_ip(self.proxy_address)
+        return not is_ip(self.proxy_address)
 
 
 def profile_for(settings: KubeSettings, agent_user: str | None) -> Profile:
@@ -253,14 +254,6 @@ def _pod_security(profile: Profile, uid: int) -> dict[str, Any]:
 
 def _cpu(cpus: float) -> str:
     return f"{round(cpus * 1000)}m"
-
-
-def _is_ip(address: str) -> bool:
-    try:
-        ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return True
 
 
 def _host_cidr(address: str) -> str:

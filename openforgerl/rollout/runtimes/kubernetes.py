@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 from urllib.parse import quote
 
 import aiohttp
@@ -62,7 +62,6 @@ from openforgerl.stack.part import Part, PartStatus
 from openforgerl.tasks import Task
 
 log = get_logger(__name__)
-T = TypeVar("T")
 OUTPUT_LIMIT = 4 * 1024 * 1024
 EXEC_PROTOCOL = "v4.channel.k8s.io"
 STDIN, STDOUT, STDERR, ERROR = 0, 1, 2, 3
@@ -71,6 +70,9 @@ WAIT_SLICE_SEC = 240
 """How long one wait exec holds its stream before it is re-asked (a stream is never held for hours)."""
 MISSING = 44
 RC_MARK = b"forge-exec-rc="
+# make_dirs(fresh=True) in a pod: empty each directory (it may be a volume's mount point), never remove it
+EMPTY_DIRS = r"""{ for d in "$@"; do if [ -d "$d" ] && [ ! -L "$d" ]; then rm -rf -- "$d"/* "$d"/.[!.]* "$d"/..?*; \
+else rm -rf -- "$d"; fi; done; }"""
 LOST = {"NodeLost", "Terminating", "PreemptionByScheduler", "DeletionByTaintManager", "TerminationByKubelet"}
 """Reasons a pod the API still calls Running is gone in fact (its node stopped answering, it is being evicted)."""
 # A pod in one of these waiting reasons will not start by itself: an infra error at once.
@@ -578,6 +580,8 @@ def exit_code(status: bytes, pod: str) -> int:
 class KubernetesSandbox(Sandbox):
     """A pod. Commands go through ``Execer``; the pod's state through the runtime's informer."""
 
+    fresh_step = EMPTY_DIRS
+
     def __init__(self, runtime: KubernetesRuntime, name: str, spec: SandboxSpec, profile: Profile) -> None:
         super().__init__(name)
         self.runtime, self.name, self.spec, self.profile = runtime, name, spec, profile
@@ -660,16 +664,7 @@ class KubernetesSandbox(Sandbox):
     async def make_dirs(self, paths: Sequence[str], *, owner: str | None = None, fresh: bool = False) -> None:
         """As the base class, but ``fresh`` empties a directory rather than removing it (it may be a volume's
         mount point), and a non-root pod has no other owner than itself (``owner`` is moot there)."""
-        owner = owner if self.profile == "root" else None
-        steps = [EMPTY_DIRS] if fresh else []
-        steps.append('mkdir -p -- "$@"')
-        if owner:
-            steps.append('chown -R -- "$FORGE_OWNER" "$@"')
-        result = await self.exec(["sh", "-c", " && ".join(steps), "forge-dirs", *paths], user="0", timeout=60,
-                                 env={"FORGE_OWNER": owner} if owner else None)
-        if not result.ok:
-            raise SandboxError(f"could not {'reset' if fresh else 'create'} {', '.join(paths)} in pod {self.id}: "
-                               f"{result.tail(300) or 'timed out'}")
+        await super().make_dirs(paths, owner=owner if self.profile == "root" else None, fresh=fresh)
 
     async def end_processes(self, agent_user: str | None) -> None:
         """Kill every process the agent could have started: all of its user's (an unprivileged agent in a
@@ -737,8 +732,6 @@ if command -v timeout >/dev/null; then exec timeout -s KILL "$@"; fi; shift; exe
 KILL_SCRIPT = r"""
 [ -f "$0/pid" ] && kill -s KILL -- "-$(cat "$0/pid")" 2>/dev/null; exit 0
 """
-EMPTY_DIRS = r"""{ for d in "$@"; do if [ -d "$d" ] && [ ! -L "$d" ]; then rm -rf -- "$d"/* "$d"/.[!.]* "$d"/..?*; \
-else rm -rf -- "$d"; fi; done; }"""
 PUT_SCRIPT = r"""mkdir -p -- "$1" && head -c "$2" | tar -xf - -C "$1" """
 GET_SCRIPT = r"""
 [ -e "$1" ] || [ -L "$1" ] || exit 44
