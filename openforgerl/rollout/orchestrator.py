@@ -297,7 +297,12 @@ class Orchestrator:
         _write(self.run_dir / "logs" / result.rollout_id / "agent.stdout", run.stdout)
         _write(self.run_dir / "logs" / result.rollout_id / "agent.stderr", run.stderr)
         health = await sandbox.health()
-        if health.deadline:  # the sandbox's own deadline passed while the agent ran
+        if health.storage_exceeded:  # the runtime ended it for the agent's writes: as the storage watchdog does
+            limit = job.task.config.environment.storage_mb
+            result.status, result.reward = "failure", 0.0
+            result.reason = f"the agent wrote past [environment] storage_mb = {limit} ({health.detail})"
+            result.sandbox["storage_exceeded_mb"] = limit
+        elif health.deadline:  # the sandbox's own deadline passed while the agent ran
             result.status, result.reason = "agent_timeout", f"agent ran past its sandbox's deadline ({health.detail})"
             result.reward = 0.0  # nothing is left to verify
         elif not health.running or health.oom_killed:

@@ -110,6 +110,8 @@ class SandboxHealth:
     detail: str = ""
     deadline: bool = False
     """It was ended by its own deadline (``SandboxSpec.deadline_sec``): an agent timeout in the agent phase."""
+    storage_exceeded: bool = False
+    """It was ended for writing past ``SandboxSpec.storage_mb`` (an eviction): the policy's doing, reward 0."""
 
 
 class Sandbox(ABC):

@@ -795,6 +795,8 @@ def pod_health(state: PodState) -> SandboxHealth:
         return SandboxHealth(False, detail=f"DeadlineExceeded: {message}".strip(": "), deadline=True)
     if terminated.get("reason") == "OOMKilled":
         return SandboxHealth(False, oom_killed=True, detail="keepalive OOM-killed")
+    if reason == "Evicted" and "ephemeral" in message.lower() and "exceeds" in message.lower():
+        return SandboxHealth(False, detail=f"Evicted: {message}".strip(), storage_exceeded=True)
     if reason:  # evicted, preempted, its node lost: the pod's own reason says more than its container's
         return SandboxHealth(False, detail=f"pod {phase or 'gone'}: {reason} {message}".strip())
     if terminated:

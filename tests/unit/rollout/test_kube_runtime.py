@@ -325,6 +325,18 @@ def test_an_eviction_under_the_agent_is_an_infra_error_retried_as_a_new_rollout(
 
 
 @namespaces
+def test_an_eviction_for_the_agent_s_writes_is_a_policy_failure_with_reward_0(tmp_path: Path):
+    evicted = {"phase": "Failed", "reason": "Evicted",
+               "message": "Pod ephemeral local storage usage exceeds the total limit of containers 300Mi. "}
+
+    async def during(cluster: FakeCluster) -> None:
+        await _evict_first_pod(cluster, evicted, "/logs/started")
+    results = rollouts(tmp_path, "touch /logs/started; sleep 30", during=during, retry_infra=1,
+                       task={"environment": {"storage_mb": 300}})
+    assert statuses(results) == [("failure", 0.0)] and results[0].sandbox["storage_exceeded_mb"] == 300
+
+
+@namespaces
 def test_the_pod_s_deadline_passing_under_the_agent_is_an_agent_timeout(tmp_path: Path):
     deadline = {"phase": "Failed", "reason": "DeadlineExceeded",
                 "message": "Pod was active on the node longer than the specified deadline"}

@@ -55,6 +55,12 @@ def test_a_pod_that_ends_under_the_agent_says_why(row: str, running: bool, oom: 
     assert detail in health.detail
 
 
+def test_an_eviction_for_the_pod_s_own_storage_is_the_agent_s_doing():
+    health = pod_health(state("evicted_for_storage"))
+    assert not health.running and health.storage_exceeded and "300Mi" in health.detail
+    assert not pod_health(state("evicted")).storage_exceeded  # the node ran short: not the agent's doing
+
+
 def test_a_pod_being_deleted_or_gone_is_not_running():
     deleting = state("running")
     assert deleting.obj is not None
