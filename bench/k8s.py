@@ -108,6 +108,9 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="forge-bench-k8s-"))
+    # isolation=none pods share this host's /tmp: the runtime's exec state (/tmp/.forge-exec) lands here
+    exec_state = Path("/tmp/.forge-exec")
+    before = set(exec_state.iterdir()) if exec_state.is_dir() else set()
     try:
         for n in args.sizes:
             for watch in ("informer", "poll"):
@@ -121,6 +124,8 @@ def main() -> None:
                 rows.append((n, watch, result))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        for path in (set(exec_state.iterdir()) if exec_state.is_dir() else set()) - before:
+            shutil.rmtree(path, ignore_errors=True)
     write(Path(args.out), rows)
 
 

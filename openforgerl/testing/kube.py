@@ -50,7 +50,8 @@ import uvloop
 import yaml
 from aiohttp import web
 
-POD_PATHS = ["/logs", "/tests", "/installed-agent", "/app", "/home/agent", "/solution", "/forge"]
+POD_PATHS = ["/logs", "/tests", "/installed-agent", "/app", "/home/agent", "/solution", "/forge", "/tmp"]
+"""Paths each pod gets a fresh tmpfs on, as a container has its own (its /tmp too: exec state lives there)."""
 CHANNEL_PROTOCOL = "v4.channel.k8s.io"
 IMAGE_BACKOFF_S = 0.3  # how long ErrImagePull shows before ImagePullBackOff
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
