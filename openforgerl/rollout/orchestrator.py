@@ -286,6 +286,8 @@ class Orchestrator:
                            user: str | None) -> None:
         timeout = self.config.agent_timeout_sec or job.task.config.agent.timeout_sec
         model_url = self.model_urls.get(network_mode(self.config, job.task), "")
+        if self.proxy is not None and model_url:  # the listener of the proxy shard that owns this rollout
+            model_url = self.proxy.model_url(model_url, result.rollout_id)
         ctx = AgentContext(instruction=job.task.instruction, base_url=model_url, api_key=token,
                            model=self.config.model, workdir=self.config.workdir, timeout_sec=timeout, user=user)
         t0 = time.monotonic()

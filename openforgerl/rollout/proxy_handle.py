@@ -14,6 +14,7 @@ import secrets
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import uvicorn
@@ -62,53 +63,116 @@ class ProxySettings(BaseModel):
     stops and the rollout is ``truncated``."""
     rollout_max_calls: int = Field(0, ge=0)
     """In-run proxy: model calls per rollout (0: no budget); past it, the same."""
+    workers: int = Field(1, ge=0)
+    """In-run proxy: processes (shards) serving the model API, each owning the rollouts created on it;
+    1: one, inside this run's process; 0: one per core. More than one spreads the proxy's CPU over cores
+    (each shard loads the tokenizer: ~0.3 GB of memory apiece)."""
 
 
 class ProxyHandle:
     """The admin client. ``base_url`` serves everything on this host's loopback; ``sandbox_urls`` are
-    the model-only listeners sandboxes on other networks reach (address -> URL)."""
+    the model-only listeners sandboxes on other networks reach (address -> URL).
+
+    With ``shards`` (one entry per proxy shard: ``base_url``, ``model_urls``), each rollout is created
+    on the shard with the fewest live rollouts of this client, and its harness gets that shard's URLs
+    (``model_url``); finish and trajectory go to the shard that owns the rollout."""
 
     def __init__(self, base_url: str, admin_token: str, data_dir: Path | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None, sandbox_urls: dict[str, str] | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, sandbox_urls: dict[str, str] | None = None,
+                 shards: Sequence[dict[str, Any]] = ()) -> None:
         self.base_url = base_url.rstrip("/")
         self.admin_token = admin_token
         self.data_dir = data_dir
         self.sandbox_urls = dict(sandbox_urls or {})
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=60, transport=transport,
-                                       headers={"authorization": f"Bearer {admin_token}"})
+        entries = list(shards) or [{"base_url": self.base_url, "model_urls": self.sandbox_urls}]
+        self.shards = [{"base_url": e["base_url"].rstrip("/"), "model_urls": dict(e.get("model_urls") or {})}
+                       for e in entries]
+        self._clients = [httpx.AsyncClient(base_url=e["base_url"], timeout=60, transport=transport,
+                                           headers={"authorization": f"Bearer {admin_token}"})
+                         for e in self.shards]
+        self._http = self._clients[0]
+        self.live = [0] * len(self.shards)
+        self._created = [0] * len(self.shards)
+        self._owner: dict[str, int] = {}
+        self._finished: set[str] = set()
+        self._routes: dict[str, dict[str, Any]] = {}  # rollout id -> its shard's URLs, as a sharded proxy named them
 
     def url_for(self, address: str) -> str:
-        """The model API's URL for sandboxes that reach this host at ``address``."""
-        if address in self.sandbox_urls:
-            return self.sandbox_urls[address]
-        if ipaddress.ip_address(address).is_loopback:
-            return self.base_url
+        """The model API's URL for sandboxes that reach this host at ``address`` (the first shard's)."""
+        return self.urls_for(address)[0]
+
+    def urls_for(self, address: str) -> list[str]:
+        """Every shard's model API for sandboxes at ``address`` (each port must be open to them)."""
+        if ipaddress.ip_address(address).is_loopback and address not in self.shards[0]["model_urls"]:
+            return [shard["base_url"] for shard in self.shards]
+        if all(address in shard["model_urls"] for shard in self.shards):
+            return [shard["model_urls"][address] for shard in self.shards]
         raise ProxyError(f"the proxy has no listener for sandboxes at {address}",
                          fix="set proxy.sandbox_url to the proxy's model API as sandboxes reach it, or network=host")
 
-    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def model_url(self, url: str, rollout_id: str) -> str:
+        """``url`` (a model API URL of the first shard, as ``url_for`` gave it) for the shard that owns
+        ``rollout_id``: the same listener of that shard."""
+        route = self._routes.get(rollout_id)
+        if route is None:
+            owner = self._owner.get(rollout_id, 0)
+            if owner == 0:
+                return url
+            route = self.shards[owner]
+        first = self.shards[0]
+        if url.rstrip("/") == first["base_url"]:
+            return route["base_url"] or url
+        for address, listener in first["model_urls"].items():
+            if url.rstrip("/") == listener.rstrip("/"):
+                return route["model_urls"].get(address, url)
+        host = urlsplit(url).hostname or ""
+        return route["model_urls"].get(host, url)
+
+    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None, shard: int = 0) -> dict[str, Any]:
+        client = self._clients[shard]
         try:
-            response = await self._http.request(method, path, json=body)
+            response = await client.request(method, path, json=body)
         except httpx.HTTPError as exc:
-            raise ProxyError(f"proxy at {self.base_url} unreachable: {exc}",
+            raise ProxyError(f"proxy at {client.base_url} unreachable: {exc}",
                              fix="check forge proxy is running") from exc
         if response.status_code != 200:
             raise ProxyError(f"proxy {method} {path} -> {response.status_code}: {response.text[:300]}")
         return response.json()
 
+    def pick(self) -> int:
+        """The shard for the next rollout: fewest live rollouts of this client, then fewest created."""
+        return min(range(len(self.shards)), key=lambda i: (self.live[i], self._created[i], i))
+
     async def create(self, metadata: dict[str, Any]) -> tuple[str, str]:
-        data = await self._call("POST", "/rollouts", {"metadata": metadata})
+        shard = self.pick()
+        self.live[shard] += 1  # counted before the call, so concurrent creates spread
+        self._created[shard] += 1
+        try:
+            data = await self._call("POST", "/rollouts", {"metadata": metadata}, shard)
+        except BaseException:
+            self.live[shard] -= 1
+            raise
+        self._owner[data["id"]] = shard
+        if data.get("base_url"):  # a sharded proxy's front names the shard its rollout went to
+            self._routes[data["id"]] = {"base_url": str(data["base_url"]).rstrip("/"),
+                                        "model_urls": dict(data.get("model_urls") or {})}
         return data["id"], data["token"]
 
     async def finish(self, rollout_id: str, reward: float | None, status: str, metadata: dict[str, Any]) -> dict:
-        return await self._call("POST", f"/rollouts/{rollout_id}/finish",
-                                {"reward": reward, "status": status, "metadata": metadata})
+        shard = self._owner.get(rollout_id, 0)
+        summary = await self._call("POST", f"/rollouts/{rollout_id}/finish",
+                                   {"reward": reward, "status": status, "metadata": metadata}, shard)
+        if rollout_id in self._owner and rollout_id not in self._finished:
+            self._finished.add(rollout_id)  # the owner stays known: the trajectory is read after the finish
+            self.live[shard] -= 1
+        return summary
 
     async def trajectory(self, rollout_id: str) -> dict[str, Any]:
-        return await self._call("GET", f"/rollouts/{rollout_id}/trajectory")
+        return await self._call("GET", f"/rollouts/{rollout_id}/trajectory", shard=self._owner.get(rollout_id, 0))
 
     async def close(self) -> None:
-        await self._http.aclose()
+        for client in self._clients:
+            await client.aclose()
 
 
 async def check_engine(settings: ProxySettings) -> None:
@@ -171,6 +235,7 @@ async def _in_process(settings: ProxySettings, model: str, data_dir: Path,
     from openforgerl.rollout.proxy.app import ModelApi
     from openforgerl.rollout.proxy.config import ProxyConfig
     from openforgerl.rollout.proxy.server import build_app
+    from openforgerl.rollout.proxy.shards import ShardSet, cores
 
     token = secrets.token_urlsafe(24)
     config = ProxyConfig(host=settings.host, port=settings.port, admin_token=token, model=model,
@@ -178,6 +243,21 @@ async def _in_process(settings: ProxySettings, model: str, data_dir: Path,
                          force_tool_calls=settings.force_tool_calls, max_tokens=settings.max_tokens,
                          max_context_tokens=settings.max_context_tokens,
                          rollout_max_tokens=settings.rollout_max_tokens, rollout_max_calls=settings.rollout_max_calls)
+    workers = settings.workers or cores()
+    if workers > 1:
+        shards = ShardSet(config, workers, model_hosts=list(sandbox_hosts), port=settings.port)
+        await shards.start()
+        try:
+            first = shards.shards[0]
+            handle = ProxyHandle(first.base_url, token, data_dir, sandbox_urls=first.model_urls,
+                                 shards=shards.entries())
+            try:
+                yield handle
+            finally:
+                await handle.close()
+        finally:
+            await shards.stop()
+        return
     app = await asyncio.to_thread(build_app, config)
     listeners: list[tuple[QuietServer, asyncio.Task[None], int]] = []
     try:

@@ -221,9 +221,10 @@ def _model_urls(reach: dict[NetworkMode, Reach], handle: ProxyHandle | None,
         if handle is None or way.address is None:
             continue
         urls[mode] = handle.url_for(way.address)
-        port = urlsplit(urls[mode]).port
-        if not _loopback(way.address) and port is not None:
-            opened.enter_context(way.expose(port))
+        for url in handle.urls_for(way.address):  # every proxy shard's listener
+            port = urlsplit(url).port
+            if not _loopback(way.address) and port is not None:
+                opened.enter_context(way.expose(port))
     return urls
 
 

@@ -173,3 +173,16 @@ def test_forced_tool_calls_with_the_scripted_engine_still_succeed(tmp_path: Path
     assert [(r.status, r.reward) for r in results] == [("success", 1.0)]
     segment = json.loads((run_dir / results[0].trajectory).read_text())["segments"][0]
     assert segment["response_mask"][0] == 0  # the forced opening is the proxy's, not the policy's
+
+
+def test_a_sharded_in_run_proxy_serves_sandboxes_on_the_isolated_network(tmp_path: Path):
+    """proxy.workers=2: each shard listens on the network's gateway too, its port opened to the sandboxes;
+    every rollout reaches its own shard and is recorded there."""
+    task = make_task(tmp_path, "hello")
+    cfg = config(tmp_path, [task], attempts=4)
+    cfg.concurrency, cfg.proxy.workers = 2, 2
+    run_dir, results = rollout(cfg)
+    assert [r.status for r in results] == ["success"] * 4
+    logs = [len(list((run_dir / "proxy" / f"shard-{i}" / "rollouts").glob("*.log"))) for i in range(2)]
+    assert sorted(logs) == [2, 2]
+    assert all((run_dir / r.trajectory).exists() for r in results)

@@ -14,6 +14,7 @@ import contextlib
 import hmac
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -30,7 +31,7 @@ from openforgerl.rollout.proxy.conversation import (
     shown,
 )
 from openforgerl.rollout.proxy.dialect import Dialect, Reply, collect, make_dialect
-from openforgerl.rollout.proxy.rollouts import ROLLOUT_ID_PREFIX, Rollout, check_rollout_id
+from openforgerl.rollout.proxy.rollouts import ROLLOUT_ID_PREFIX, Rollout, check_rollout_id, token_shard
 from openforgerl.rollout.proxy.service import ProxyService
 from openforgerl.rollout.proxy.store import StorageError
 
@@ -136,8 +137,9 @@ class ProxyApp:
     """ASGI entry point."""
 
     def __init__(self, service: ProxyService, *, admin_token: str, model: str, unknown_model: str = "serve",
-                 max_body_bytes: int = 32 * 1024 * 1024) -> None:
+                 max_body_bytes: int = 32 * 1024 * 1024, shard: int = 0, shard_map: Path | None = None) -> None:
         self.service, self.registry = service, service.registry
+        self.shard, self.shard_map = shard, shard_map
         self.admin_token, self.model = admin_token, model
         self.unknown_model, self.max_body_bytes = unknown_model, max_body_bytes
         self.dialects: dict[str, Dialect] = {name: make_dialect(name) for name in set(DIALECT_ROUTES.values())}
@@ -206,7 +208,12 @@ class ProxyApp:
         return request
 
     def _caller(self, headers: dict[bytes, bytes]) -> Rollout:
-        rollout = self.registry.by_api_key(api_key(headers))
+        key = api_key(headers)
+        rollout = self.registry.by_api_key(key)
+        owner = token_shard(key) if rollout is None else None
+        if owner is not None and owner != self.shard:
+            raise HttpError(421, f"this token belongs to shard {owner} of the proxy, not to shard {self.shard}: "
+                                 f"send its calls to {self.shard_url(owner)}", "misdirected_request")
         if rollout is None:
             raise HttpError(401, "unknown or finished rollout token; use the token POST /rollouts returned",
                             "authentication_error")
@@ -273,12 +280,25 @@ class ProxyApp:
             raise http_error(dialect, exc) from None
         await send_json(send, 200, {"input_tokens": tokens})
 
+    def shard_url(self, shard: int) -> str:
+        """Shard ``shard``'s model API as the shard map lists it (every listener it has)."""
+        try:
+            entry = orjson.loads(self.shard_map.read_bytes())["shards"][shard] if self.shard_map else None
+        except (OSError, orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+            entry = None
+        if not isinstance(entry, dict):
+            return f"the base URL POST /rollouts returned with this token (shard {shard})"
+        urls = [entry.get("base_url"), *(entry.get("model_urls") or {}).values()]
+        return " or ".join(str(url) for url in urls if url)
+
     # -- admin and info ------------------------------------------------------------------------
 
     async def _other(self, method: str, path: str, headers, receive: Receive, send: Send) -> None:
         if method == "GET" and path == "/health":
             return await send_json(send, 200, {
-                "status": "ok", "model": self.model, "rollouts": len(self.registry.by_id) + len(self.registry.retired),
+                "status": "ok", "model": self.model, "shard": self.shard,
+                "rollouts": len(self.registry.by_id) + len(self.registry.retired),
+                "live": sum(1 for r in self.registry.by_id.values() if r.open),
                 "inflight": sum(len(r.in_flight) for r in self.registry.by_id.values())})
         if method == "GET" and path == "/v1/models":
             return await send_json(send, 200, {"object": "list", "data": [

@@ -48,6 +48,14 @@ class ProxyConfig(BaseModel):
     is marked ``truncated`` (trainers mask or penalise it), so a rambling policy cannot stall a step."""
     rollout_max_calls: int = Field(0, ge=0)
     """Model calls one rollout may make (0: no budget); past it, the same length stop and ``truncated``."""
+    shard: int = Field(0, ge=0)
+    """This process's index among the proxy's shards (set by the shard set that starts it)."""
+    shards: int = Field(1, ge=1)
+    """How many shards the proxy has (``forge proxy --workers N``): tokens carry their shard, so a call
+    sent to the wrong one gets a 421 naming the right base URL."""
+    shard_map: Path | None = None
+    """With ``shards`` > 1: the JSON file listing every shard's URLs (written by the shard set once all
+    listen), read to name the right shard in that 421."""
     force_tool_calls: int = Field(0, ge=0)
     """For policies too small to call tools on their own: the first N calls of each rollout that offer
     tools with tool_choice auto are made to start a tool call, as tool_choice "required" does (the

@@ -32,6 +32,21 @@ ROLLOUT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """What a chosen rollout id may be: it names the rollout's log file, so no path separators, no dot first."""
 
 
+TOKEN_PREFIX = "fr-"
+SHARD_TOKEN = re.compile(r"fr-s(\d{1,4})-")
+
+
+def shard_prefix(shard: int, shards: int) -> str:
+    """How the tokens of ``shard`` (of ``shards``) begin: the shard is readable from a token, its secret is not."""
+    return TOKEN_PREFIX if shards <= 1 else f"{TOKEN_PREFIX}s{shard}-"
+
+
+def token_shard(token: str | None) -> int | None:
+    """The shard a token was minted by (None: an unsharded proxy's token, or not ours)."""
+    match = SHARD_TOKEN.match(token or "")
+    return int(match.group(1)) if match else None
+
+
 def check_rollout_id(value: object) -> str:
     """``value`` as a rollout id; a ``BadRequest`` when it is not one."""
     if not isinstance(value, str) or not ROLLOUT_ID.fullmatch(value):
@@ -90,8 +105,9 @@ class Registry:
     """
 
     def __init__(self, template: ChatTemplate, parser: ToolParser, store: Store | None,
-                 keep_finished: int = 64) -> None:
+                 keep_finished: int = 64, token_prefix: str = TOKEN_PREFIX) -> None:
         self.template, self.parser, self.store = template, parser, store
+        self.token_prefix = token_prefix
         self.by_id: dict[str, Rollout] = {}
         self.by_token: dict[str, Rollout] = {}
         self.retired: dict[str, dict[str, Any]] = {}  # id -> status/reward/calls, trajectory on disk
@@ -141,7 +157,7 @@ class Registry:
         rollout_id = ROLLOUT_ID_PREFIX + secrets.token_hex(8) if rollout_id is None else check_rollout_id(rollout_id)
         if rollout_id in self.by_id or rollout_id in self.retired:
             raise ProxyError(f"rollout {rollout_id!r} exists already")
-        token = "fr-" + secrets.token_urlsafe(32)
+        token = self.token_prefix + secrets.token_urlsafe(32)
         rollout = self._new(rollout_id, token_sha(token), metadata or {}, new=True)
         return rollout, token, {"t": "open", "id": rollout_id, "token_sha": rollout.token_sha,
                                 "created": rollout.created, "metadata": rollout.trajectory.metadata}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import uvicorn
@@ -15,7 +15,7 @@ from openforgerl.log import get_logger
 from openforgerl.rollout.proxy.app import ModelApi, ProxyApp
 from openforgerl.rollout.proxy.config import ProxyConfig
 from openforgerl.rollout.proxy.engine import Engine, make_engine
-from openforgerl.rollout.proxy.rollouts import Registry
+from openforgerl.rollout.proxy.rollouts import Registry, shard_prefix
 from openforgerl.rollout.proxy.service import Budget, ProxyService
 from openforgerl.rollout.proxy.store import Store
 from openforgerl.rollout.proxy.template import ChatTemplate, load_chat_template
@@ -32,7 +32,7 @@ def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine:
     engine = engine or make_engine(config.engine, template, parser)
     store = Store(config.data_dir)
     store.check_writable()  # before recovery writes to logs, and before a harness is answered unrecorded
-    registry = Registry(template, parser, store)
+    registry = Registry(template, parser, store, token_prefix=shard_prefix(config.shard, config.shards))
     recovered = registry.recover()
     if recovered:
         log.info("recovered %d rollouts from %s", recovered, config.data_dir)
@@ -41,7 +41,8 @@ def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine:
                            max_context_tokens=config.max_context_tokens,
                            budget=Budget(config.rollout_max_tokens, config.rollout_max_calls))
     return ProxyApp(service, admin_token=config.admin_token, model=config.model,
-                    unknown_model=config.unknown_model, max_body_bytes=config.max_body_bytes)
+                    unknown_model=config.unknown_model, max_body_bytes=config.max_body_bytes,
+                    shard=config.shard, shard_map=config.shard_map)
 
 
 def recorded_trajectories(config: ProxyConfig) -> list[Trajectory]:
@@ -61,10 +62,12 @@ class QuietServer(uvicorn.Server):
         yield
 
 
-def serve(config: ProxyConfig, sandbox_listen: tuple[str, int] | None = None) -> None:
+def serve(config: ProxyConfig, sandbox_listen: tuple[str, int] | list[tuple[str, int]] | None = None,
+          ready: Callable[[list[int]], None] | None = None) -> None:
     """Serve until SIGINT/SIGTERM; with ``sandbox_listen`` also the model API alone on that address,
-    for sandboxes on a network that must not reach the admin API. Returns (so the caller's cleanup
-    runs) once every listener has shut down."""
+    for sandboxes on a network that must not reach the admin API. ``ready`` gets the bound ports (main
+    listener first) once every listener accepts. Returns (so the caller's cleanup runs) once every
+    listener has shut down."""
     app = build_app(config)
 
     def listener(asgi: Any, host: str, port: int, lifespan: Literal["on", "off"]) -> QuietServer:
@@ -72,8 +75,9 @@ def serve(config: ProxyConfig, sandbox_listen: tuple[str, int] | None = None) ->
                                           http="httptools", access_log=False, log_level="warning",
                                           timeout_keep_alive=120, backlog=4096))
     servers = [listener(app, config.host, config.port, "on")]
-    if sandbox_listen is not None:
-        servers.append(listener(ModelApi(app), sandbox_listen[0], sandbox_listen[1], "off"))
+    model_only = sandbox_listen if isinstance(sandbox_listen, list) else [sandbox_listen] if sandbox_listen else []
+    for host, port in model_only:
+        servers.append(listener(ModelApi(app), host, port, "off"))
 
     def stop() -> None:
         for server in servers:
@@ -83,5 +87,12 @@ def serve(config: ProxyConfig, sandbox_listen: tuple[str, int] | None = None) ->
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop)
-        await asyncio.gather(*(server.serve() for server in servers))
+        serving = asyncio.gather(*(server.serve() for server in servers))
+        while ready is not None and not all(server.started for server in servers):
+            if serving.done():
+                break
+            await asyncio.sleep(0.02)
+        if ready is not None and not serving.done():
+            ready([server.servers[0].sockets[0].getsockname()[1] for server in servers])
+        await serving
     uvloop.run(run())
