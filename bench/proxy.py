@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -321,6 +322,289 @@ def report(scenarios: list[tuple[str, dict, float, float, float]], pairs: dict, 
     return "\n".join(lines) + "\n"
 
 
+# -- at training scale (issue: every core, forked histories, long tails) ---------------------------------
+
+AGENT_SYSTEM = ("You are Codex, a coding agent running in a terminal on the user's machine. You can read and write "
+                "files, run shell commands and inspect their output. Always explain what you are about to do, keep "
+                "edits small, and verify each change by running the relevant tests before you finish. ") * 38
+AGENT_TOOLS = [{"type": "function", "function": {
+    "name": name, "description": f"{name}: " + "does its job carefully. " * 12,
+    "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": "a path"},
+                                                    "content": {"type": "string", "description": "text"}},
+                   "required": ["path"]}}} for name in ("read_file", "write_file", "shell", "list_dir", "search")]
+SCALE_TURNS = 8
+SCALE_LEVELS = (1, 16, 64)
+
+
+def agent_history(turns: int) -> list[dict]:
+    """A system prompt of ~3.1k words, a task, then ``turns`` tool calls with their outputs (what Codex resends)."""
+    messages = [{"role": "system", "content": AGENT_SYSTEM},
+                {"role": "user", "content": "Fix the failing test in src/app.py."}]
+    for i in range(turns):
+        arguments = orjson.dumps({"path": f"step{i}", "content": "pytest -q"}).decode()
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": "shell", "arguments": arguments}}]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}",
+                         "content": f"output of step {i}: " + "line of log\n" * 30})
+    return messages
+
+
+class ScaleStack:
+    """Upstream (fast scripted engine) + forge proxy with 1 worker + forge proxy with 2 workers."""
+
+    def __init__(self, tmp: Path, latency_ms: float, token_ms: float) -> None:
+        import psutil
+
+        self.procs: list[subprocess.Popen] = []
+        template = policy_template()
+        ids = template.encode(ANSWER) + sorted(template.stop_ids)[:1]
+        (tmp / "answer.json").write_bytes(orjson.dumps(
+            {"token_ids": ids, "pieces": [template.decode([i]) for i in ids[:-1]] + [""]}))
+        template.tokenizer.save_pretrained(str(tmp / "tokenizer"))
+        up = free_port()
+        self.upstream = f"http://127.0.0.1:{up}"
+        self._start([sys.executable, "-m", "openforgerl.testing.fake_vllm", "--port", str(up), "--answer",
+                     str(tmp / "answer.json"), "--latency-ms", str(latency_ms), "--token-ms", str(token_ms)],
+                    self.upstream + "/v1/models")
+        self.urls = {"direct": self.upstream}
+        self.data_dirs: dict[str, Path] = {}
+        self.pids: dict[str, list[int]] = {"direct": [self.procs[-1].pid]}
+        for name, workers in (("forge-w1", 1), ("forge-w2", 2)):
+            port = consecutive_ports(workers + 1)
+            self.urls[name] = f"http://127.0.0.1:{port}"
+            self.data_dirs[name] = tmp / name
+            self._start([sys.executable, "-m", "openforgerl", "proxy", "--engine", "vllm", "--engine-url",
+                         self.upstream, "--port", str(port), "--admin-token", ADMIN, "--data-dir",
+                         str(tmp / name), "--tokenizer", str(tmp / "tokenizer"), "--workers", str(workers)],
+                        self.urls[name] + "/health")
+            main = psutil.Process(self.procs[-1].pid)
+            self.pids[name] = [main.pid] + [child.pid for child in main.children(recursive=True)]
+
+    def _start(self, args: list[str], health: str) -> None:
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+        self.procs.append(proc)
+        wait_healthy(health, proc, seconds=240)
+
+    def cpu(self, path: str) -> float:
+        return sum(cpu_seconds(pid) for pid in self.pids[path])
+
+    def rss_mb(self, path: str) -> float:
+        return sum(int(Path(f"/proc/{pid}/statm").read_text().split()[1]) for pid in self.pids[path]) \
+            * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def consecutive_ports(n: int) -> int:
+    """A port p with p .. p+n-1 free (a sharded proxy: the front, then one per shard)."""
+    for _ in range(100):
+        port = free_port()
+        if port + n > 65000:
+            continue
+        try:
+            for offset in range(1, n):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port + offset))
+        except OSError:
+            continue
+        return port
+    raise SystemExit("no run of free ports")
+
+
+async def scale_rollout(session, stack: ScaleStack, path: str, kind: str, stop_at: float, out: list,
+                        stream: bool = True) -> tuple[int, int]:
+    """One rollout of ``SCALE_TURNS`` calls (extending: each call resends the history plus the answer and a
+    tool output; forking: the same 21 kB body every call), finished at the end; returns raw JSON bytes
+    (requests + answers) and the rollout's id."""
+    base, key, rollout_id = stack.urls[path], "x", ""
+    if path != "direct":
+        async with session.post(base + "/rollouts", json={}, headers={"authorization": f"Bearer {ADMIN}"}) as r:
+            created = await r.json()
+        key, rollout_id, base = created["token"], created["id"], created.get("base_url", base)
+    messages = agent_history(12) if kind == "fork" else agent_history(0)
+    raw = 0
+    for turn in range(SCALE_TURNS):
+        if time.perf_counter() >= stop_at:
+            break
+        body = orjson.dumps({"model": "smollm2", "messages": messages, "tools": AGENT_TOOLS, "stream": stream,
+                             "max_tokens": 64})
+        started = time.perf_counter()
+        async with session.post(base + "/v1/chat/completions", data=body, headers={
+                "authorization": f"Bearer {key}", "content-type": "application/json"}) as resp:
+            answer = await resp.read()
+            assert resp.status == 200, answer[:300]
+        out.append(time.perf_counter() - started)
+        raw += len(body) + len(answer)
+        if kind == "extend":
+            messages = messages + [{"role": "assistant", "content": ANSWER},
+                                   {"role": "user", "content": f"output of step {turn}: " + "line of log\n" * 30}]
+    if rollout_id:
+        async with session.post(stack.urls[path] + f"/rollouts/{rollout_id}/finish", json={"reward": 0.0},
+                                headers={"authorization": f"Bearer {ADMIN}"}) as r:
+            assert r.status == 200
+    return raw, rollout_id
+
+
+async def scale_point(stack: ScaleStack, path: str, kind: str, streams: int, seconds: float) -> dict:
+    import aiohttp
+
+    async def loop(session, stop_at: float, out: list) -> None:
+        while time.perf_counter() < stop_at:
+            await scale_rollout(session, stack, path, kind, stop_at, out)
+    connector = aiohttp.TCPConnector(limit=streams + 8)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+        await asyncio.gather(*(loop(session, time.perf_counter() + 1.0, []) for _ in range(streams)))
+        out: list[float] = []
+        cpu, started = stack.cpu(path), time.perf_counter()
+        await asyncio.gather(*(loop(session, started + seconds, out) for _ in range(streams)))
+        wall, cpu = time.perf_counter() - started, stack.cpu(path) - cpu
+    out.sort()
+    return {"n": len(out), "rps": len(out) / wall, "p50": pct(out, 50), "p99": pct(out, 99),
+            "cpu_ms": cpu / max(1, len(out)) * 1000}
+
+
+async def scale_paired(stack: ScaleStack, rounds: int) -> dict[str, list[float]]:
+    """Added latency at one stream: each round sends the same extending call direct, then through each proxy."""
+    import aiohttp
+
+    paths = ["forge-w1", "forge-w2"]
+    added: dict[str, list[float]] = {p: [] for p in paths}
+    async with aiohttp.ClientSession() as session:
+        routes: dict[str, tuple[str, str]] = {}
+        for i in range(rounds):
+            if i % SCALE_TURNS == 0:
+                messages = agent_history(0)
+                for p in paths:
+                    async with session.post(stack.urls[p] + "/rollouts", json={},
+                                            headers={"authorization": f"Bearer {ADMIN}"}) as r:
+                        created = await r.json()
+                    routes[p] = (created.get("base_url", stack.urls[p]), created["token"])
+            body = orjson.dumps({"model": "smollm2", "messages": messages, "tools": AGENT_TOOLS, "stream": True,
+                                 "max_tokens": 64})
+            times = {}
+            for p, (base, key) in [("direct", (stack.upstream, "x")), *routes.items()]:
+                started = time.perf_counter()
+                async with session.post(base + "/v1/chat/completions", data=body, headers={
+                        "authorization": f"Bearer {key}", "content-type": "application/json"}) as resp:
+                    await resp.read()
+                times[p] = time.perf_counter() - started
+            for p in paths:
+                added[p].append(times[p] - times["direct"])
+            messages = messages + [{"role": "assistant", "content": ANSWER},
+                                   {"role": "user", "content": f"output of step {i}: " + "line of log\n" * 30}]
+    return {p: sorted(v) for p, v in added.items()}
+
+
+async def scale_storage(stack: ScaleStack) -> dict[str, dict]:
+    """Stored bytes (the rollout's log) vs raw request + answer JSON, for each kind of traffic (non-streamed)."""
+    import aiohttp
+
+    found = {}
+    async with aiohttp.ClientSession() as session:
+        for kind in ("extend", "fork"):
+            raw, rollout_id = await scale_rollout(session, stack, "forge-w1", kind, time.perf_counter() + 600, [],
+                                                  stream=False)
+            stored = (stack.data_dirs["forge-w1"] / "rollouts" / f"{rollout_id}.log").stat().st_size
+            found[kind] = {"raw": raw, "stored": stored}
+    return found
+
+
+async def scale_soak(stack: ScaleStack, seconds: float) -> list[tuple[float, int, float]]:
+    """Fork-heavy traffic at 16 streams through the 1-worker proxy for ``seconds``: (time, calls, RSS MB) samples."""
+    import aiohttp
+
+    out: list[float] = []
+    samples: list[tuple[float, int, float]] = []
+
+    async def loop(session, stop_at: float) -> None:
+        while time.perf_counter() < stop_at:
+            await scale_rollout(session, stack, "forge-w1", "fork", stop_at, out)
+
+    async def sampler(stop_at: float) -> None:
+        started = time.perf_counter()
+        while time.perf_counter() < stop_at:
+            samples.append((time.perf_counter() - started, len(out), stack.rss_mb("forge-w1")))
+            await asyncio.sleep(min(15.0, max(0.0, stop_at - time.perf_counter())))
+        samples.append((time.perf_counter() - started, len(out), stack.rss_mb("forge-w1")))
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=32)) as session:
+        stop_at = time.perf_counter() + seconds
+        await asyncio.gather(sampler(stop_at), *(loop(session, stop_at) for _ in range(16)))
+    return samples
+
+
+def scale_main(args) -> None:
+    latency_ms, token_ms = 20.0, 0.5
+    with tempfile.TemporaryDirectory(prefix="forge-bench-scale-") as tmp:
+        stack = ScaleStack(Path(tmp), latency_ms, token_ms)
+        try:
+            results: dict = {}
+            for kind in ("extend", "fork"):
+                for level in SCALE_LEVELS:
+                    for path in ("direct", "forge-w1", "forge-w2"):
+                        r = results[(kind, level, path)] = asyncio.run(scale_point(stack, path, kind, level,
+                                                                                    args.seconds))
+                        print(f"{kind:6s} {level:3d} {path:9s} {r['rps']:7.1f}/s p50 {r['p50']*1000:7.2f} "
+                              f"p99 {r['p99']*1000:7.2f} cpu {r['cpu_ms']:.2f} ms/call", flush=True)
+            pairs = asyncio.run(scale_paired(stack, args.rounds))
+            storage = asyncio.run(scale_storage(stack))
+            soak = asyncio.run(scale_soak(stack, args.soak)) if args.soak else []
+        finally:
+            stack.stop()
+    lines = [SCALE_BEGIN, "## At training scale: the 21 kB agent body, extending and forking, 1 vs 2 workers", "",
+             f"`bench/proxy.py --scale` ({os.cpu_count()} cores shared by clients, upstream and proxies). Body: a "
+             f"{len(AGENT_SYSTEM):,}-character system prompt, {len(AGENT_TOOLS)} tools and tool-call history; "
+             f"extending: each of a rollout's {SCALE_TURNS} calls resends the history plus the answer and a tool "
+             f"output; forking: the same {len(orjson.dumps({'messages': agent_history(12), 'tools': AGENT_TOOLS})):,}"
+             f"-byte body every call (so every call is a new segment). Upstream: the scripted vLLM stand-in, "
+             f"{latency_ms:.0f} ms to the first token, {token_ms} ms between tokens; each call streamed; rollouts "
+             f"finished after their calls. forge-w2: `forge proxy --workers 2` (rollouts created on the admin "
+             f"port, calls sent to the shard's base_url). CPU: all the path's processes, per call. {args.seconds:.0f} s "
+             f"per point after 1 s warm-up.", "",
+             "| traffic | streams | path | req/s | p50 ms | p99 ms | p99/p50 | throughput vs direct | proxy CPU ms/call |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for kind in ("extend", "fork"):
+        for level in SCALE_LEVELS:
+            direct = results[(kind, level, "direct")]
+            for path in ("direct", "forge-w1", "forge-w2"):
+                r = results[(kind, level, path)]
+                cpu = "" if path == "direct" else f"{r['cpu_ms']:.2f}"
+                lines.append(f"| {kind} | {level} | {path} | {r['rps']:.1f} | {r['p50']*1000:.1f} | "
+                             f"{r['p99']*1000:.1f} | {r['p99'] / r['p50']:.2f} | {r['rps'] / direct['rps']:.2f} | {cpu} |")
+    lines += ["", f"Added latency at one stream, paired ({args.rounds} rounds of extending calls, recording on):", "",
+              "| path | added p50 ms | added p90 ms | added p99 ms |", "|---|---:|---:|---:|"]
+    for path, values in pairs.items():
+        lines.append(f"| {path} | {pct(values, 50)*1000:+.2f} | {pct(values, 90)*1000:+.2f} | "
+                     f"{pct(values, 99)*1000:+.2f} |")
+    lines += ["", "Stored bytes (the rollout's log) vs raw request + response JSON, one rollout of each kind, "
+              "non-streamed:", "", "| traffic | raw JSON | stored | ratio |", "|---|---:|---:|---:|"]
+    for kind, store in storage.items():
+        lines.append(f"| {kind} | {store['raw']:,} B | {store['stored']:,} B | {store['stored'] / store['raw']:.2f}x |")
+    if soak:
+        lines += ["", f"RSS of the 1-worker proxy under forking traffic at 16 streams for {args.soak:.0f} s "
+                  "(rollouts finished as they end):", "", "| s | calls | RSS MB |", "|---:|---:|---:|"]
+        lines += [f"| {t:.0f} | {calls:,} | {rss:.0f} |" for t, calls, rss in soak]
+    lines.append(SCALE_END)
+    out = Path(args.out)
+    text = out.read_text() if out.exists() else "# Proxy benchmark\n"
+    section = "\n".join(lines) + "\n"
+    if SCALE_BEGIN in text and SCALE_END in text:
+        text = text[:text.index(SCALE_BEGIN)] + section + text[text.index(SCALE_END) + len(SCALE_END) + 1:]
+    else:
+        text = text.replace("\n## ", "\n" + section + "\n## ", 1) if "\n## " in text else text + "\n" + section
+    out.write_text(text)
+    print(section)
+
+
+SCALE_BEGIN, SCALE_END = "<!-- scale:begin -->", "<!-- scale:end -->"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="measurement per point")
@@ -332,7 +616,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=120, help="paired rounds at one stream")
     parser.add_argument("--levels", default="1,16,64,256", help="concurrent streams, comma-separated")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "proxy.md"))
+    parser.add_argument("--scale", action="store_true",
+                        help="only the training-scale section: 21 kB agent body, extend vs fork, 1 vs 2 workers "
+                             "(rewrites that section of --out)")
+    parser.add_argument("--soak", type=float, default=0.0, help="with --scale: seconds of the RSS soak (0: none)")
     args = parser.parse_args()
+    if args.scale:
+        return scale_main(args)
     global LEVELS
     LEVELS = tuple(int(x) for x in args.levels.split(","))
     version = None

@@ -97,6 +97,13 @@ class Segment:
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.response_ids)
 
+    def packed_prompt(self) -> bytes:
+        """``prompt_ids`` as int64 bytes (they never change once the segment exists), made once."""
+        cached = self.__dict__.get("_packed")
+        if cached is None:
+            cached = self.__dict__["_packed"] = array("q", self.prompt_ids).tobytes()
+        return cached
+
     def ids(self, n: int | None = None) -> list[int]:
         full = self.prompt_ids + self.response_ids
         return full if n is None else full[:n]

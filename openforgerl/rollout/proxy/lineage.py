@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,12 +50,22 @@ MIN_SHARED = 32
 """A fork stores a reference to an earlier segment's ids only when they share at least this many tokens."""
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix, by bisection over slice comparisons (each one in C)."""
-    low, high = 0, min(len(a), len(b))
+def packed(ids: list[int]) -> bytes:
+    """``ids`` as machine int64s: compared with memcmp, not object by object."""
+    return array("q", ids).tobytes()
+
+
+def common_prefix(a: list[int] | bytes, b: list[int] | bytes) -> int:
+    """Length of the longest common prefix of two id lists (or their ``packed`` forms), by bisection
+    over comparisons of packed slices (each a memcmp)."""
+    x = a if isinstance(a, bytes) else packed(a)
+    y = b if isinstance(b, bytes) else packed(b)
+    low, high = 0, min(len(x), len(y)) // 8
+    if x[:high * 8] == y[:high * 8]:
+        return high
     while low < high:
         middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
+        if x[:middle * 8] == y[:middle * 8]:
             low = middle
         else:
             high = middle - 1
@@ -70,11 +81,12 @@ def shared_base(ids: list[int], heads: list[Head], trajectory: Trajectory) -> tu
     newest segments, so its record stores that reference plus its own suffix instead of the whole prompt
     (readers expand it). Only ids up to each head are read: those never change while the event loop records."""
     best: tuple[int, int] | None = None
+    mine = packed(ids)
     for head in sorted(heads, key=lambda h: -h.segment)[:SHARED_CANDIDATES]:
         segment = trajectory.segments[head.segment]
-        shared = common_prefix(ids, segment.prompt_ids)  # the stable first prompt: no copy
+        shared = common_prefix(mine, segment.packed_prompt())  # the stable first prompt, packed once
         if shared == len(segment.prompt_ids) and head.n_ids > shared:  # it may go on into the answers
-            shared = common_prefix(ids, segment.ids(head.n_ids))
+            shared += common_prefix(mine[shared * 8:], packed(segment.response_ids[:head.n_ids - shared]))
         if shared >= MIN_SHARED and (best is None or shared > best[1]):
             best = (head.segment, shared)
     return best

@@ -15,8 +15,45 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any
 
+import orjson
+
 GIL_FREE_CHARS = 4096
 """Longer texts are tokenised with the GIL released, so the event loop keeps running meanwhile."""
+TURN_CACHE_ENTRIES, TURN_CACHE_IDS = 8192, 1_000_000
+"""Rendered turns whose ids are kept, and their ids in all (oldest out first): system prompts, tool lists,
+earlier turns. A million ids are ~40 MB of Python ints at most."""
+TEXT_CACHE_ENTRIES, TEXT_CACHE_CHARS = 8192, 16_000_000
+"""Runs of messages whose rendered text is kept, and their characters in all (oldest out first)."""
+CHECK_RENDER = os.environ.get("FORGE_PROXY_CHECK_RENDER", "") not in ("", "0")
+"""Debug: render every prompt in full too and fail on any difference from the incremental render."""
+
+ANCHOR = {"role": "system", "content": "forge anchor"}
+"""The system turn each later run of messages is rendered after, alone, to get the text that run adds."""
+_CALL: dict[str, Any] = {"id": "call_1", "type": "function",
+                         "function": {"name": "write_file", "arguments": '{"path": "a.txt"}'}}
+_CALL2: dict[str, Any] = {"id": "call_2", "type": "function",
+                          "function": {"name": "shell", "arguments": {"cmd": "ls -la"}}}
+_TOOLS: list[dict[str, Any]] = [{"type": "function", "function": {
+    "name": "write_file", "description": "Write a file.",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
+_AGENT_LOOP: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Fix it, é 😀"},
+    {"role": "assistant", "content": "Looking.", "tool_calls": [_CALL, _CALL2]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+    {"role": "tool", "tool_call_id": "call_2", "content": "a.txt\nb.txt"},
+    {"role": "assistant", "content": None, "tool_calls": [_CALL]},
+    {"role": "tool", "tool_call_id": "call_1", "content": ""},
+    {"role": "assistant", "content": "Done.  "}, {"role": "user", "content": " leading space\n\n"}]
+_EDGES: list[dict[str, Any]] = [
+    {"role": "system", "content": ""}, {"role": "user", "content": "x"}, {"role": "assistant", "content": ""},
+    {"role": "user", "content": "<tool_call>not one</tool_call>"}]
+INCREMENTAL_SAMPLES: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = [
+    (_AGENT_LOOP, _TOOLS), (_AGENT_LOOP, None), (_EDGES, None), (_AGENT_LOOP[:4], _TOOLS)]
+"""Conversations a template must render the same way message run by message run as in one go."""
+
+
+class _NotIncremental(Exception):
+    pass
 
 
 class ChatTemplate(ABC):
@@ -97,10 +134,91 @@ class HFChatTemplate(ChatTemplate):
         self._turns_lock = threading.Lock()
         self._piecewise: bool | None = None
         self._max_chars = 0
+        self._incremental: bool | None = None
+        self._texts: dict[bytes, str] = {}  # a run of messages (as JSON) -> the text it renders to (_by_message)
+        self._texts_lock = threading.Lock()
+        self._turn_ids_held = self._text_chars_held = 0
+        self._anchor_text = self._generation_prompt = ""
 
     def render(self, messages, tools, add_generation_prompt):
+        if self._incremental is None:  # racing threads compute the same answer
+            self._incremental = self._check_incremental()
+        if not self._incremental or not messages or messages[0].get("role") != "system":
+            return self.full_render(messages, tools, add_generation_prompt)
+        try:
+            text = self._by_message(messages, tools, add_generation_prompt)
+        except (_NotIncremental, TypeError):  # a message orjson cannot write, or one the anchor trick cannot render
+            return self.full_render(messages, tools, add_generation_prompt)
+        if CHECK_RENDER:
+            full = self.full_render(messages, tools, add_generation_prompt)
+            if text != full:
+                at = next((i for i, (a, b) in enumerate(zip(text, full, strict=False)) if a != b), len(text))
+                raise AssertionError(f"incremental render differs from the full render at character {at}")
+        return text
+
+    def full_render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                    add_generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
             messages, tools=tools or None, add_generation_prompt=add_generation_prompt, tokenize=False)
+
+    def _by_message(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gen: bool) -> str:
+        """The template's text assembled from cached texts: the system turn (with the tools) rendered alone,
+        then each run of same-role messages as the text it adds after an anchor system turn, then the
+        generation prompt. Valid only for templates ``_check_incremental`` accepted."""
+        head_key = orjson.dumps([messages[0], tools or None], option=orjson.OPT_SORT_KEYS)
+        parts = [self._cached(head_key, lambda: self.full_render(messages[:1], tools, False))]
+        start = 1
+        while start < len(messages):  # a run of same-role messages renders together (templates merge tool results)
+            end = start + 1
+            while end < len(messages) and messages[end].get("role") == messages[start].get("role"):
+                end += 1
+            run = messages[start:end]
+            key = orjson.dumps(run, option=orjson.OPT_SORT_KEYS)
+            parts.append(self._cached(key, lambda run=run: self._run_text(run)))
+            start = end
+        if gen:
+            parts.append(self._generation_prompt)
+        return "".join(parts)
+
+    def _run_text(self, run: list[dict[str, Any]]) -> str:
+        text = self.full_render([ANCHOR, *run], None, False)
+        if not text.startswith(self._anchor_text):
+            raise _NotIncremental
+        return text[len(self._anchor_text):]
+
+    def _cached(self, key: bytes, make: Any) -> str:
+        with self._texts_lock:
+            text = self._texts.get(key)
+        if text is None:
+            text = make()
+            with self._texts_lock:
+                if key not in self._texts:
+                    self._texts[key] = text
+                    self._text_chars_held += len(text)
+                while len(self._texts) > TEXT_CACHE_ENTRIES or self._text_chars_held > TEXT_CACHE_CHARS:
+                    self._text_chars_held -= len(self._texts.pop(next(iter(self._texts))))
+        return text
+
+    def _check_incremental(self) -> bool:
+        """Whether this template renders each run of same-role messages independently of its neighbours (so
+        texts can be cached per run): checked on conversations with every role, tool calls, consecutive tool
+        results and content-less turns, with and without tools. A template that fails renders in full."""
+        try:
+            self._anchor_text = self.full_render([ANCHOR], None, False)
+            self._generation_prompt = self.full_render([ANCHOR], None, True)[len(self._anchor_text):]
+            if not self.full_render([ANCHOR], None, True).startswith(self._anchor_text):
+                return False
+            for messages, tools in INCREMENTAL_SAMPLES:
+                for gen in (False, True):
+                    if self._by_message(messages, tools, gen) != self.full_render(messages, tools, gen):
+                        return False
+            return True
+        except Exception:  # noqa: BLE001  (a template that cannot render the samples: render in full)
+            return False
+        finally:
+            with self._texts_lock:
+                self._texts.clear()
+                self._text_chars_held = 0
 
     def encode(self, text):
         if self._backend is None:
@@ -137,11 +255,12 @@ class HFChatTemplate(ChatTemplate):
             ids = self._turns.get(piece)
         if ids is None:
             ids = self.encode(piece)
-            if len(piece) > 200:  # short pieces are cheap to encode; keep the cache for big turns
-                with self._turns_lock:
-                    if len(self._turns) >= 1024:
-                        self._turns.pop(next(iter(self._turns)))
+            with self._turns_lock:  # short turns too: each encode call costs tens of microseconds
+                if piece not in self._turns:
                     self._turns[piece] = ids
+                    self._turn_ids_held += len(ids)
+                while len(self._turns) > TURN_CACHE_ENTRIES or self._turn_ids_held > TURN_CACHE_IDS:
+                    self._turn_ids_held -= len(self._turns.pop(next(iter(self._turns))))
         return ids
 
     def _check_piecewise(self) -> bool:

@@ -11,6 +11,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
+
 from openforgerl.rollout.proxy.conversation import (
     BadRequest,
     ChatRequest,
@@ -37,9 +39,12 @@ FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "abort
 def arguments_value(arguments: Any) -> Any:
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
+            return orjson.loads(arguments)
+        except orjson.JSONDecodeError:  # NaN, huge integers: what json takes and orjson does not
+            try:
+                return json.loads(arguments)
+            except ValueError:
+                return arguments
     return arguments if arguments is not None else {}
 
 

@@ -1,0 +1,115 @@
+"""The proxy's render and token caches give exactly what a full render and a full encode give.
+
+The policy's real template (SmolLM2, tool-capable) is rendered run by run of same-role messages from
+cached texts, and encoded turn by turn from cached ids; both must equal the one-shot results for any
+agent loop, and a template that is not concatenative must be caught and rendered in full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from openforgerl.rollout.proxy import template as template_module
+from openforgerl.rollout.proxy.engine import ScriptTurn
+from openforgerl.rollout.proxy.lineage import common_prefix, packed
+from openforgerl.rollout.proxy.template import HFChatTemplate
+from openforgerl.testing.proxy import PATHS, InProcessProxy, policy_template
+
+TOOLS = [{"type": "function", "function": {"name": n, "description": f"{n} things",
+                                           "parameters": {"type": "object", "properties": {"p": {"type": "string"}}}}}
+         for n in ("ls", "cat")]
+text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+call = st.fixed_dictionaries({"id": st.sampled_from(["c1", "c2"]), "type": st.just("function"), "function": st.fixed_dictionaries(
+    {"name": st.sampled_from(["ls", "cat"]), "arguments": st.one_of(
+        st.just('{"p": "x"}'), st.dictionaries(st.sampled_from(["p", "n"]), st.integers(0, 9), max_size=2))})})
+message = st.one_of(
+    st.fixed_dictionaries({"role": st.just("user"), "content": text}),
+    st.fixed_dictionaries({"role": st.just("assistant"), "content": st.one_of(st.none(), text)},
+                          optional={"tool_calls": st.lists(call, min_size=1, max_size=2)}),
+    st.fixed_dictionaries({"role": st.just("tool"), "content": text, "tool_call_id": st.just("c1")}))
+
+
+@pytest.fixture(scope="module")
+def policy() -> HFChatTemplate:
+    template = policy_template()
+    assert isinstance(template, HFChatTemplate)
+    return template
+
+
+def test_the_policy_template_is_rendered_incrementally(policy):
+    policy.render([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], TOOLS, True)
+    assert policy._incremental is True  # the shipped template passes the check: prompts come from the caches
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(system=text, rest=st.lists(message, max_size=9), tools=st.booleans(), gen=st.booleans())
+def test_cached_render_and_encode_equal_the_full_ones(policy, system, rest, tools, gen):
+    messages = [{"role": "system", "content": system}, *rest]
+    full = policy.full_render(messages, TOOLS if tools else None, gen)
+    for _ in range(2):  # cold, then from the caches
+        assert policy.render(messages, TOOLS if tools else None, gen) == full
+        assert policy.encode_prompt(full) == policy.encode(full)
+
+
+def test_a_template_that_is_not_concatenative_is_rendered_in_full(policy):
+    """A template that writes something only after the last message breaks per-run caching: the check
+    at first use catches it, and every render is the full one."""
+    from copy import deepcopy
+
+    tokenizer = deepcopy(policy.tokenizer)
+    tokenizer.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                               "{% if loop.last %} (last){% endif %}<|im_end|>\n{% endfor %}"
+                               "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    odd = HFChatTemplate(tokenizer)
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
+                {"role": "assistant", "content": "b"}]
+    assert odd.render(messages, None, True) == odd.full_render(messages, None, True)
+    assert odd._incremental is False
+    assert odd.render(messages, None, True).count("(last)") == 1
+
+
+def test_common_prefix_matches_a_plain_scan():
+    rng = random.Random(7)
+    for _ in range(300):
+        a = [rng.randrange(50_000) for _ in range(rng.randrange(0, 300))]
+        b = a[:rng.randrange(0, len(a) + 1)] + [rng.randrange(50_000) for _ in range(rng.randrange(0, 40))]
+        expected = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        assert common_prefix(a, b) == common_prefix(packed(a), packed(b)) == expected
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(steps=st.lists(st.sampled_from(["continue", "continue", "tool", "edit", "resend", "restart"]),
+                      min_size=1, max_size=7))
+def test_agent_loops_through_the_proxy_match_a_full_render_on_every_call(policy, monkeypatch, steps):
+    """Clean, realigned and forked calls with the render checked against a full render on every call
+    (FORGE_PROXY_CHECK_RENDER's mode): any difference would fail the call."""
+    monkeypatch.setattr(template_module, "CHECK_RENDER", True)
+    turns = [ScriptTurn(text="Done. é"), ScriptTurn(tool_calls=[{"name": "ls", "arguments": {"p": "."}}])]
+    proxy = InProcessProxy(turns, template=policy)
+
+    async def loop() -> dict:
+        async with proxy.client() as client:
+            rollout_id, token = await proxy.new_rollout(client)
+            messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "go"}]
+            for i, step in enumerate(steps):
+                answer = await client.post(PATHS["chat"], headers={"authorization": f"Bearer {token}"},
+                                           json={"messages": messages, "tools": TOOLS})
+                assert answer.status_code == 200, answer.text
+                reply = answer.json()["choices"][0]["message"]
+                if step in ("continue", "tool"):
+                    follow = [{"role": "tool", "tool_call_id": c["id"], "content": f"out {i}"}
+                              for c in reply.get("tool_calls") or []] or [{"role": "user", "content": f"next {i}"}]
+                    messages = [*messages, reply, *follow]
+                elif step == "edit":
+                    messages = [*messages[:-1], {"role": "user", "content": f"edited {i}"}]
+                elif step == "restart":
+                    messages = messages[:2]
+            return await proxy.trajectory(client, rollout_id)
+    trajectory = asyncio.run(loop())
+    assert len(trajectory["calls"]) == len(steps)
+    assert all(c["status"] == "ok" for c in trajectory["calls"])
