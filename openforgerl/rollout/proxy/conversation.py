@@ -169,7 +169,8 @@ def function_tool(name: Any, description: Any, parameters: Any, where: str) -> d
     if isinstance(description, str):
         spec["description"] = description
     if parameters is not None:
-        expect(isinstance(parameters, dict), f"{where}: tool {shown(name)} parameters must be an object")
+        if not isinstance(parameters, dict):  # the message only when it is needed: shown() is not free
+            raise BadRequest(f"{where}: tool {shown(name)} parameters must be an object")
         spec["parameters"] = parameters
     return {"type": "function", "function": spec}
 

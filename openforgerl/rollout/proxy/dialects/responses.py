@@ -64,7 +64,8 @@ def parse_item(messages: list[dict[str, Any]], item: Any, i: int) -> None:
     kind = item.get("type", "message" if "role" in item else None)
     if kind == "message":
         role = item.get("role")
-        expect(role in ROLES, f"{where}.role {shown(role)} is not one of {', '.join(ROLES)}")
+        if role not in ROLES:
+            raise BadRequest(f"{where}.role {shown(role)} is not one of {', '.join(ROLES)}")
         message = {"role": role, "content": text_of(item.get("content"), where)}
         if role == "assistant":
             message["_open"] = True  # function calls that follow belong to this turn
