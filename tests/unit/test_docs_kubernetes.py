@@ -9,25 +9,24 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import yaml
 from click.testing import CliRunner
+from docs_check import blocks as guide_blocks
+from docs_check import check_forge_commands, forge_commands
 
 from openforgerl import cli as forge_cli
 from openforgerl.rollout.orchestrator import RolloutConfig
 
 REPO = Path(__file__).resolve().parents[2]
 GUIDE = REPO / "docs" / "kubernetes.md"
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 OUTPUT_MARK = re.compile(r"<!-- forge-output: (forge [^>]*?) -->\n```yaml\n(.*?)^```", re.MULTILINE | re.DOTALL)
 TOOL_CONFIGS = {"kind.x-k8s.io/v1alpha4": {"Cluster"}}
 """apiVersions of tools' own config files (not cluster objects), with the kinds the guide may show."""
-OPERATORS = {"|", "||", "&", "&&", ";", "(", ")"}
 
 
 def blocks(language: str) -> list[str]:
-    return [body for lang, body in FENCE.findall(GUIDE.read_text(encoding="utf-8")) if lang == language]
+    return guide_blocks(GUIDE, language)
 
 
 def documents() -> list[dict[str, Any]]:
@@ -47,46 +46,11 @@ def run_configs() -> list[dict[str, Any]]:
     return [d for d in documents() if "runtime" in d]
 
 
-def forge_commands() -> list[list[str]]:
-    """Every `forge ...` command of the bash blocks, as argv after `forge` (continuations joined, comments
-    dropped, pipelines and lists split, leading VAR=value assignments skipped)."""
-    commands = []
-    for body in blocks("bash"):
-        for line in body.replace("\\\n", " ").splitlines():
-            lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
-            lexer.whitespace_split = True
-            lexer.commenters = "#"
-            segment: list[str] = []
-            for token in [*lexer, ";"]:
-                if token not in OPERATORS:
-                    segment.append(token)
-                    continue
-                while segment and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", segment[0]):
-                    segment.pop(0)
-                if segment and segment[0] == "forge":
-                    commands.append(segment[1:])
-                segment = []
-    return commands
-
-
-def resolve(argv: list[str]) -> tuple[list[str], click.Command, list[str]]:
-    """(subcommand path, the command it names, the tokens left for it); asserts each path step exists."""
-    forge_cli._register()
-    command: click.Command = forge_cli.cli
-    path, rest = [], list(argv)
-    while isinstance(command, click.Group) and rest and not rest[0].startswith("-"):
-        name = rest.pop(0)
-        sub = command.commands.get(name)
-        assert sub is not None, f"forge {' '.join(path + [name])}: no such command"
-        command, path = sub, path + [name]
-    return path, command, rest
-
-
 def test_the_guide_has_what_it_promises():
     kinds = {d["kind"] for d in objects()}
     assert {"Namespace", "ServiceAccount", "Role", "RoleBinding", "Pod", "NetworkPolicy"} <= kinds
     assert any(cfg.get("concurrency") == 200 for cfg in run_configs())
-    assert forge_commands(), "no forge command lines found"
+    assert forge_commands(GUIDE), "no forge command lines found"
 
 
 def test_every_kubernetes_object_passes_the_strict_schema():
@@ -122,21 +86,7 @@ def test_every_run_config_validates_and_holds_no_secret(monkeypatch: pytest.Monk
 
 
 def test_every_forge_command_names_real_commands_and_options():
-    runner = CliRunner()
-    checked: set[tuple[str, ...]] = set()
-    for argv in forge_commands():
-        path, command, rest = resolve(argv)
-        assert not isinstance(command, click.Group), f"forge {' '.join(argv)}: names a group, not a command"
-        options = {opt for param in command.get_params(click.Context(command)) for opt in
-                   (*param.opts, *param.secondary_opts) if opt.startswith("-")}
-        for token in rest:
-            if token.startswith("-") and token != "-":
-                name = token.split("=", 1)[0]
-                assert name in options, f"forge {' '.join(argv)}: {name} is not an option of forge {' '.join(path)}"
-        if tuple(path) not in checked:
-            checked.add(tuple(path))
-            result = runner.invoke(forge_cli.cli, [*path, "--help"])
-            assert result.exit_code == 0, f"forge {' '.join(path)} --help: {result.output}"
+    assert check_forge_commands(GUIDE) > 0
 
 
 def test_shown_output_is_what_the_command_prints(monkeypatch: pytest.MonkeyPatch):
