@@ -172,3 +172,15 @@ def test_an_in_run_proxy_with_workers_routes_each_rollout_to_its_shard(tmp_path:
             assert handle.live == [0, 0]
     asyncio.run(run())
     assert sorted(p.name for p in (tmp_path / "proxy").glob("shard-*") if p.is_dir()) == ["shard-0", "shard-1"]
+
+
+def test_shards_stop_when_the_process_that_started_them_is_killed(sharded):
+    url, data, proc = sharded
+    pids = [json.loads((data / f"shard-{i}.ready").read_text())["pid"] for i in range(2)]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text()
+              for pid in pids):
+        assert time.monotonic() < deadline, "shards outlived the killed proxy by 30 s"
+        time.sleep(0.2)

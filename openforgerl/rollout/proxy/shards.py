@@ -7,7 +7,8 @@ a shard and hands the harness that shard's base URL. A call sent to the wrong sh
 naming the right one (from ``shards.json``, written once every shard listens).
 
 ``ShardSet`` starts and supervises them: a shard that dies (kill -9, OOM) is started again on the
-same ports and recovers its own rollouts from its log directory while the others keep serving.
+same ports and recovers its own rollouts from its log directory while the others keep serving; a
+shard whose parent dies (the shard set's process killed) stops by itself.
 
 Run one shard: ``python -m openforgerl.rollout.proxy.shards READY.json [HOST:PORT ...] < CONFIG.json``
 (its config on stdin, so the admin token is never written to disk).
@@ -20,6 +21,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,6 +181,15 @@ def main(argv: list[str]) -> None:
     for spec in argv[1:]:
         host, _, port = spec.rpartition(":")
         listens.append((host, int(port)))
+
+    parent = os.getppid()
+
+    def orphaned() -> None:  # the shard set's process died (kill -9): stop as on SIGTERM, logs closed cleanly
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        log.warning("proxy shard %d: its parent process is gone; stopping", config.shard)
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=orphaned, name="forge-shard-parent", daemon=True).start()
 
     def announce(ports: list[int]) -> None:
         tmp = ready.with_suffix(".tmp")
