@@ -13,8 +13,9 @@ from openforgerl.cli.rollout import HarnessOption
 @cli.command()
 @click.option("--backend", type=click.Choice(["local", "verl"]), default="local", show_default=True,
               help="local: this machine, vLLM serving the policy; verl: veRL's trainer (GPU, Ray).")
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
-              help="local: a YAML/TOML train config; verl: a veRL config (default: the one-harness GRPO preset).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="local: a YAML/TOML train config; verl: a veRL config file or a preset name "
+                   "(grpo_one_harness, the default; grpo_multi_harness).")
 @click.option("--tasks", "tasks", multiple=True, type=click.Path(exists=True),
               help="A build-env manifest.jsonl or task directories (repeatable).")
 @click.option("--harness", cls=HarnessOption, help="Harness to run")

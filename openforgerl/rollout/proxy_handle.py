@@ -84,9 +84,11 @@ class ProxyHandle:
         self.admin_token = admin_token
         self.data_dir = data_dir
         self.sandbox_urls = dict(sandbox_urls or {})
-        entries = list(shards) or [{"base_url": self.base_url, "model_urls": self.sandbox_urls}]
-        self.shards = [{"base_url": e["base_url"].rstrip("/"), "model_urls": dict(e.get("model_urls") or {})}
-                       for e in entries]
+        if shards:
+            self.shards = [{"base_url": e["base_url"].rstrip("/"), "model_urls": dict(e.get("model_urls") or {})}
+                           for e in shards]
+        else:  # one proxy: its listeners are sandbox_urls itself (listeners added later are seen too)
+            self.shards = [{"base_url": self.base_url, "model_urls": self.sandbox_urls}]
         self._clients = [httpx.AsyncClient(base_url=e["base_url"], timeout=60, transport=transport,
                                            headers={"authorization": f"Bearer {admin_token}"})
                          for e in self.shards]
