@@ -38,6 +38,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from openforgerl.testing.ports import consecutive_ports  # noqa: E402
 from openforgerl.testing.proxy import policy_template  # noqa: E402
 
 ADMIN = "bench-admin-token"
@@ -405,22 +406,6 @@ class ScaleStack:
                 proc.kill()
         if self.shm:
             shutil.rmtree(self.shm, ignore_errors=True)
-
-
-def consecutive_ports(n: int) -> int:
-    """A port p with p .. p+n-1 free (a sharded proxy: the front, then one per shard)."""
-    for _ in range(100):
-        port = free_port()
-        if port + n > 65000:
-            continue
-        try:
-            for offset in range(1, n):
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", port + offset))
-        except OSError:
-            continue
-        return port
-    raise SystemExit("no run of free ports")
 
 
 async def scale_rollout(session, stack: ScaleStack, path: str, kind: str, stop_at: float, out: list,

@@ -22,6 +22,7 @@ import pytest
 
 from openforgerl.rollout.proxy.engine import ScriptedEngineConfig
 from openforgerl.rollout.proxy_handle import ProxySettings, open_proxy
+from openforgerl.testing.ports import consecutive_ports
 from openforgerl.testing.proxy import policy_template
 
 ADMIN = "shards-admin-token"
@@ -37,26 +38,6 @@ def tokenizer_dir(tmp_path_factory) -> Path:
     return directory
 
 
-def free_port_pair() -> int:
-    """A port p with p, p+1, p+2 free (the front and two shards)."""
-    import socket
-
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port > 65000:
-            continue
-        try:
-            for offset in (1, 2):
-                with socket.socket() as other:
-                    other.bind(("127.0.0.1", port + offset))
-        except OSError:
-            continue
-        return port
-    raise AssertionError("no three consecutive free ports")
-
-
 def call(url: str, token: str, messages: list[dict]) -> httpx.Response:
     return httpx.post(url + "/v1/chat/completions", headers={"authorization": f"Bearer {token}"},
                       json={"model": "smollm2", "messages": messages}, timeout=30)
@@ -64,7 +45,7 @@ def call(url: str, token: str, messages: list[dict]) -> httpx.Response:
 
 @pytest.fixture
 def sharded(tmp_path: Path, tokenizer_dir: Path):
-    port, data = free_port_pair(), tmp_path / "data"
+    port, data = consecutive_ports(3), tmp_path / "data"
     proc = subprocess.Popen(
         [sys.executable, "-m", "openforgerl", "proxy", "--engine", "scripted", "--port", str(port),
          "--admin-token", ADMIN, "--data-dir", str(data), "--tokenizer", str(tokenizer_dir), "--workers", "2"],

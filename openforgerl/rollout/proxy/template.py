@@ -10,10 +10,12 @@ no unguarded mutable state.
 from __future__ import annotations
 
 import codecs
+import functools
 import os
 import threading
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Callable, Hashable, Sized
+from typing import Any, Generic, TypeVar
 
 import orjson
 
@@ -52,8 +54,41 @@ INCREMENTAL_SAMPLES: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | Non
 """Conversations a template must render the same way message run by message run as in one go."""
 
 
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V", bound=Sized)
+
+
 class _NotIncremental(Exception):
     pass
+
+
+class Bounded(Generic[K, V]):
+    """A thread-safe cache holding at most ``entries`` values and ``size`` in all (a value's size is its
+    ``len``); the oldest go first."""
+
+    def __init__(self, entries: int, size: int) -> None:
+        self.entries, self.size = entries, size
+        self._values: dict[K, V] = {}
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def get_or_make(self, key: K, make: Callable[[], V]) -> V:
+        with self._lock:
+            value = self._values.get(key)
+        if value is None:
+            value = make()  # outside the lock: racing threads make the same value
+            with self._lock:
+                if key not in self._values:
+                    self._values[key] = value
+                    self._held += len(value)
+                while len(self._values) > self.entries or self._held > self.size:
+                    self._held -= len(self._values.pop(next(iter(self._values))))
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+            self._held = 0
 
 
 class ChatTemplate(ABC):
@@ -130,14 +165,11 @@ class HFChatTemplate(ChatTemplate):
         self._end_of_turn = tokenizer.eos_token or ""
         self._bytes: list[bytes] | None = None
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
-        self._turns: dict[str, list[int]] = {}  # rendered turn text -> ids (bounded, see encode_prompt)
-        self._turns_lock = threading.Lock()
+        self._turns: Bounded[str, list[int]] = Bounded(TURN_CACHE_ENTRIES, TURN_CACHE_IDS)  # turn text -> ids
         self._piecewise: bool | None = None
         self._max_chars = 0
         self._incremental: bool | None = None
-        self._texts: dict[bytes, str] = {}  # a run of messages (as JSON) -> the text it renders to (_by_message)
-        self._texts_lock = threading.Lock()
-        self._turn_ids_held = self._text_chars_held = 0
+        self._texts: Bounded[bytes, str] = Bounded(TEXT_CACHE_ENTRIES, TEXT_CACHE_CHARS)  # a message run -> text
         self._anchor_text = self._generation_prompt = ""
 
     def render(self, messages, tools, add_generation_prompt):
@@ -174,7 +206,7 @@ class HFChatTemplate(ChatTemplate):
                 end += 1
             run = messages[start:end]
             key = orjson.dumps(run, option=orjson.OPT_SORT_KEYS)
-            parts.append(self._cached(key, lambda run=run: self._run_text(run)))
+            parts.append(self._cached(key, functools.partial(self._run_text, run)))
             start = end
         if gen:
             parts.append(self._generation_prompt)
@@ -186,18 +218,8 @@ class HFChatTemplate(ChatTemplate):
             raise _NotIncremental
         return text[len(self._anchor_text):]
 
-    def _cached(self, key: bytes, make: Any) -> str:
-        with self._texts_lock:
-            text = self._texts.get(key)
-        if text is None:
-            text = make()
-            with self._texts_lock:
-                if key not in self._texts:
-                    self._texts[key] = text
-                    self._text_chars_held += len(text)
-                while len(self._texts) > TEXT_CACHE_ENTRIES or self._text_chars_held > TEXT_CACHE_CHARS:
-                    self._text_chars_held -= len(self._texts.pop(next(iter(self._texts))))
-        return text
+    def _cached(self, key: bytes, make: Callable[[], str]) -> str:
+        return self._texts.get_or_make(key, make)
 
     def _check_incremental(self) -> bool:
         """Whether this template renders each run of same-role messages independently of its neighbours (so
@@ -216,9 +238,7 @@ class HFChatTemplate(ChatTemplate):
         except Exception:  # noqa: BLE001  (a template that cannot render the samples: render in full)
             return False
         finally:
-            with self._texts_lock:
-                self._texts.clear()
-                self._text_chars_held = 0
+            self._texts.clear()
 
     def encode(self, text):
         if self._backend is None:
@@ -251,17 +271,7 @@ class HFChatTemplate(ChatTemplate):
         return ids
 
     def _turn_ids(self, piece: str) -> list[int]:
-        with self._turns_lock:
-            ids = self._turns.get(piece)
-        if ids is None:
-            ids = self.encode(piece)
-            with self._turns_lock:  # short turns too: each encode call costs tens of microseconds
-                if piece not in self._turns:
-                    self._turns[piece] = ids
-                    self._turn_ids_held += len(ids)
-                while len(self._turns) > TURN_CACHE_ENTRIES or self._turn_ids_held > TURN_CACHE_IDS:
-                    self._turn_ids_held -= len(self._turns.pop(next(iter(self._turns))))
-        return ids
+        return self._turns.get_or_make(piece, lambda: self.encode(piece))  # short turns too: each encode costs
 
     def _check_piecewise(self) -> bool:
         if not self._end_of_turn:
