@@ -23,12 +23,18 @@ if TYPE_CHECKING:
 @click.option("--max-model-len", type=click.IntRange(256), default=None,
               help="Context length in tokens (default: the model's, 8192 for smollm2).")
 @click.option("--stop", is_flag=True, help="Stop the server forge started, and exit.")
+@click.option("--weights", default=None, metavar="MODEL|CHECKPOINT",
+              help="Load these weights into the running server in place, and exit: a checkpoint forge train wrote, "
+                   "or a known model (back to its pulled weights). Same base model only.")
 def serve(model_name: str, host: str, port: int, dtype: str | None, device: str, timeout_s: float,
-          max_model_len: int | None, stop: bool) -> None:
+          max_model_len: int | None, stop: bool, weights: str | None) -> None:
     """Serve a model with vLLM in the background; print its OpenAI base URL once healthy."""
     from openforgerl.models.registry import model_spec
     from openforgerl.serving import vllm
 
+    if weights is not None:
+        _load_weights(weights)
+        return
     if stop:
         record = vllm.stop()
         click.echo(f"stopped {record.model} at {record.url} (pid {record.pid})" if record
@@ -42,6 +48,26 @@ def serve(model_name: str, host: str, port: int, dtype: str | None, device: str,
     how = f"started in {result.seconds:.0f} s" if result.started else "already serving"
     click.echo(f"{model_name}: {how}", err=True)
     click.echo(result.url)
+
+
+def _load_weights(weights: str) -> None:
+    from openforgerl.errors import UserError
+    from openforgerl.models.registry import model_spec, resolve_model
+    from openforgerl.serving import vllm
+
+    record = vllm.running_server()
+    if record is None:
+        raise UserError("--weights loads into a running server, and forge serves none",
+                        fix="start one first: forge serve --model smollm2")
+    spec, directory = resolve_model(weights)
+    served = model_spec(record.model)
+    if spec.name != served.name:
+        raise UserError(f"--weights {weights} is a {spec.name} model and the server serves {served.name}",
+                        fix=f"give weights of {served.name}, or restart: "
+                            f"forge serve --stop && forge serve --model {weights}")
+    seconds = vllm.reload_weights(record.url, directory)
+    click.echo(f"{record.url}: now serving the weights of {weights} (loaded in {seconds:.1f} s)", err=True)
+    click.echo(record.url)
 
 
 @cli.command()
