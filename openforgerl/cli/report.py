@@ -27,8 +27,10 @@ def _ks(text: str | None) -> list[int] | None:
 @click.option("-k", "ks", help="The k of pass@k / pass^k, comma-separated (default: eval.json's, else 1 and n).")
 def report(run_dirs: tuple[str, ...], out: str | None, ks: str | None) -> None:
     """Write one HTML report of RUN_DIRS (forge rollout / forge eval directories; the first is the baseline
-    each later one is compared with) and print its path."""
-    from openforgerl.evaluation.report import write_report
+    each later one is compared with); print pass@1 per harness and task of each run (and the change from the
+    first to the last), then the report's path."""
+    from openforgerl.evaluation.report import write_report_and_summary
 
-    path = write_report([Path(d) for d in run_dirs], Path(out) if out else None, _ks(ks))
+    path, summary = write_report_and_summary([Path(d) for d in run_dirs], Path(out) if out else None, _ks(ks))
+    click.echo(summary, err=True)  # stdout holds the path alone, for scripts
     click.echo(str(path))

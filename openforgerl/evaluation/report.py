@@ -59,6 +59,12 @@ def write_report(run_dirs: list[Path], out: Path | None = None, ks: list[int] | 
     (default ``<first run dir>/report.html``); returns its path. ``ks``: the k of pass@k / pass^k
     (default: eval.json's, else 1 and the smallest attempts count). ``decoder_for(model)``: the
     policy's tokenizer for the viewers (``ForgeError`` or ``ImportError`` when it cannot be had)."""
+    return write_report_and_summary(run_dirs, out, ks, decoder_for=decoder_for)[0]
+
+
+def write_report_and_summary(run_dirs: list[Path], out: Path | None = None, ks: list[int] | None = None, *,
+                             decoder_for: DecoderFor = load_decoder) -> tuple[Path, str]:
+    """``write_report``, and the runs' pass@1 side by side as plain text (``summary``) for a terminal."""
     runs = [score(load_run(path), ks) for path in run_dirs]
     _label(runs)
     out = Path(out) if out is not None else Path(run_dirs[0]) / "report.html"
@@ -67,7 +73,47 @@ def write_report(run_dirs: list[Path], out: Path | None = None, ks: list[int] | 
                  rollouts(runs, decoder_for)])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page(f"forge report: {', '.join(r.label for r in runs)}", body), encoding="utf-8")
-    return out
+    return out, summary(runs)
+
+
+SUMMARY_TASKS = 12
+"""Per-task rows in the terminal summary when a harness has at most this many tasks."""
+
+
+def summary(runs: list[RunReport]) -> str:
+    """pass@1 (successes / counted rollouts) per harness in each run, and per task while few; with two runs
+    or more, the last run minus the first. Plain text, aligned, for the end of ``forge report``."""
+    from openforgerl.evaluation.scores import run_scores
+
+    scored = [run_scores(run.data.results, [1])["harnesses"] for run in runs]
+    harnesses = sorted({name for harnesses in scored for name in harnesses})
+    header = ["harness / task", *(run.label for run in runs)] + (["change"] if len(runs) > 1 else [])
+    rows: list[list[str]] = []
+
+    def row(label: str, cells: list[dict[str, Any] | None]) -> list[str]:
+        texts = [f"{c['pass@1']:.2f} ({c['successes']}/{c['n']})" if c and c["n"] else "-" for c in cells]
+        if len(runs) > 1:
+            first, last = cells[0], cells[-1]
+            change = (last["pass@1"] - first["pass@1"]) if first and last and first["n"] and last["n"] else None
+            texts.append(f"{change:+.2f}" if change is not None else "-")
+        return [label, *texts]
+
+    for name in harnesses:
+        entries = [harnesses.get(name) for harnesses in scored]
+        tasks = sorted({task for entry in entries if entry for task in entry["tasks"]})
+        totals = [None if entry is None else {"pass@1": entry["overall"]["pass@1"] or 0.0,
+                                              "successes": sum(t["successes"] for t in entry["tasks"].values()),
+                                              "n": entry["overall"]["n"]} for entry in entries]
+        rows.append(row(name or "(no harness)", totals))
+        if 1 < len(tasks) <= SUMMARY_TASKS:
+            rows += [row(f"  {task}", [entry["tasks"].get(task) if entry else None for entry in entries])
+                     for task in tasks]
+    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) if i == 0 else cell.rjust(width) for i, (cell, width)
+                       in enumerate(zip(line, widths, strict=True))).rstrip() for line in [header, *rows]]
+    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:],
+                      "pass@1 per harness: the mean over its tasks of each task's success rate (successes / counted "
+                      "rollouts)."])
 
 
 def score(data: RunData, ks: list[int] | None) -> RunReport:

@@ -18,7 +18,7 @@ from openforgerl.cli import main
 from openforgerl.errors import UserError
 from openforgerl.evaluation import report as report_module
 from openforgerl.evaluation.compare import compare
-from openforgerl.evaluation.report import write_report
+from openforgerl.evaluation.report import write_report, write_report_and_summary
 from openforgerl.rollout.harness import AgentContext, Harness, Invocation
 from openforgerl.rollout.orchestrator import RolloutConfig
 from openforgerl.rollout.proxy.engine import ScriptTurn
@@ -279,11 +279,33 @@ def test_without_matplotlib_the_report_has_no_plots_and_says_how_to_get_them(tmp
     assert 'pip install "openforgerl[report]"' in "".join(page.text)
 
 
+def test_the_terminal_summary_puts_each_run_side_by_side_with_the_change_per_harness_and_task(tmp_path: Path):
+    before, after = tmp_path / "eval-before", tmp_path / "eval-after"
+    write_run(before, [line("memo", i, ok) for i, ok in enumerate([False, False])]
+              + [line("agenda", i, ok) for i, ok in enumerate([True, False])]
+              + [line("memo", 0, True, harness="oracle"), line("agenda", 0, True, harness="oracle")])
+    write_run(after, [line("memo", i, ok) for i, ok in enumerate([True, True])]
+              + [line("agenda", i, ok) for i, ok in enumerate([True, False])]
+              + [line("memo", 0, True, harness="oracle")])  # agenda's oracle rollout did not run
+    _, text = write_report_and_summary([before, after], tmp_path / "r.html")
+    rows = [line.split() for line in text.splitlines()]
+    assert rows[0] == ["harness", "/", "task", "eval-before", "eval-after", "change"]
+    assert rows[2:7] == [["oracle", "1.00", "(2/2)", "1.00", "(1/1)", "+0.00"],
+                         ["agenda", "1.00", "(1/1)", "-", "-"],
+                         ["memo", "1.00", "(1/1)", "1.00", "(1/1)", "+0.00"],
+                         ["react", "0.25", "(1/4)", "0.75", "(3/4)", "+0.50"],
+                         ["agenda", "0.50", "(1/2)", "0.50", "(1/2)", "+0.00"]]
+    assert rows[7] == ["memo", "0.00", "(0/2)", "1.00", "(2/2)", "+1.00"]
+
+
 def test_the_cli_prints_the_report_path_and_names_a_bad_directory_in_one_line(tmp_path: Path, capsys):
     run = tmp_path / "run"
     outcomes(run, {"t1": [True]})
     main(["report", str(run), "--out", str(tmp_path / "r.html"), "-k", "1"])
-    assert capsys.readouterr().out.strip() == str(tmp_path / "r.html")
+    printed = capsys.readouterr()
+    assert printed.out.strip() == str(tmp_path / "r.html")
+    table = [line.split() for line in printed.err.splitlines()]
+    assert table[0] == ["harness", "/", "task", "run"] and table[2] == ["react", "1.00", "(1/1)"]  # the pass@1
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit) as stopped:
         main(["report", str(tmp_path / "empty")])
