@@ -21,6 +21,7 @@ import uvicorn
 from pydantic import BaseModel, Field, SecretStr
 
 from openforgerl.errors import ProviderError, ProxyError
+from openforgerl.rollout.proxy.allocation import ShardLoad
 from openforgerl.rollout.proxy.engine import EngineConfig, VLLMEngineConfig
 from openforgerl.rollout.proxy.server import QuietServer
 
@@ -93,10 +94,7 @@ class ProxyHandle:
                                            headers={"authorization": f"Bearer {admin_token}"})
                          for e in self.shards]
         self._http = self._clients[0]
-        self.live = [0] * len(self.shards)
-        self._created = [0] * len(self.shards)
-        self._owner: dict[str, int] = {}
-        self._finished: set[str] = set()
+        self.load = ShardLoad(len(self.shards))
         self._routes: dict[str, dict[str, Any]] = {}  # rollout id -> its shard's URLs, as a sharded proxy named them
 
     def url_for(self, address: str) -> str:
@@ -117,7 +115,7 @@ class ProxyHandle:
         ``rollout_id``: the same listener of that shard."""
         route = self._routes.get(rollout_id)
         if route is None:
-            owner = self._owner.get(rollout_id, 0)
+            owner = self.load.owner(rollout_id) or 0
             if owner == 0:
                 return url
             route = self.shards[owner]
@@ -141,36 +139,37 @@ class ProxyHandle:
             raise ProxyError(f"proxy {method} {path} -> {response.status_code}: {response.text[:300]}")
         return response.json()
 
+    @property
+    def live(self) -> list[int]:
+        """Live rollouts of this client per shard."""
+        return self.load.live
+
     def pick(self) -> int:
         """The shard for the next rollout: fewest live rollouts of this client, then fewest created."""
-        return min(range(len(self.shards)), key=lambda i: (self.live[i], self._created[i], i))
+        return self.load.pick()
 
     async def create(self, metadata: dict[str, Any]) -> tuple[str, str]:
-        shard = self.pick()
-        self.live[shard] += 1  # counted before the call, so concurrent creates spread
-        self._created[shard] += 1
+        shard = self.load.reserve()
         try:
             data = await self._call("POST", "/rollouts", {"metadata": metadata}, shard)
         except BaseException:
-            self.live[shard] -= 1
+            self.load.cancel(shard)
             raise
-        self._owner[data["id"]] = shard
+        self.load.own(data["id"], shard)
         if data.get("base_url"):  # a sharded proxy's front names the shard its rollout went to
             self._routes[data["id"]] = {"base_url": str(data["base_url"]).rstrip("/"),
                                         "model_urls": dict(data.get("model_urls") or {})}
         return data["id"], data["token"]
 
     async def finish(self, rollout_id: str, reward: float | None, status: str, metadata: dict[str, Any]) -> dict:
-        shard = self._owner.get(rollout_id, 0)
         summary = await self._call("POST", f"/rollouts/{rollout_id}/finish",
-                                   {"reward": reward, "status": status, "metadata": metadata}, shard)
-        if rollout_id in self._owner and rollout_id not in self._finished:
-            self._finished.add(rollout_id)  # the owner stays known: the trajectory is read after the finish
-            self.live[shard] -= 1
+                                   {"reward": reward, "status": status, "metadata": metadata},
+                                   self.load.owner(rollout_id) or 0)
+        self.load.finish(rollout_id)
         return summary
 
     async def trajectory(self, rollout_id: str) -> dict[str, Any]:
-        return await self._call("GET", f"/rollouts/{rollout_id}/trajectory", shard=self._owner.get(rollout_id, 0))
+        return await self._call("GET", f"/rollouts/{rollout_id}/trajectory", shard=self.load.owner(rollout_id) or 0)
 
     async def close(self) -> None:
         for client in self._clients:

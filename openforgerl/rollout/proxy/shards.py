@@ -31,6 +31,7 @@ import orjson
 
 from openforgerl.errors import ProxyError
 from openforgerl.log import get_logger
+from openforgerl.rollout.proxy.allocation import ShardLoad
 from openforgerl.rollout.proxy.config import ProxyConfig
 
 log = get_logger(__name__)
@@ -214,10 +215,7 @@ class ShardFront:
         self.shards, self.admin_token = shards, admin_token
         self.clients = [httpx.AsyncClient(base_url=s.base_url, timeout=60, trust_env=False,
                                           headers={"authorization": f"Bearer {admin_token}"}) for s in shards.shards]
-        self.live = [0] * len(self.clients)
-        self.created = [0] * len(self.clients)
-        self.owner: dict[str, int] = {}
-        self.finished: set[str] = set()
+        self.load = ShardLoad(len(self.clients))
 
     async def aclose(self) -> None:
         for client in self.clients:
@@ -271,35 +269,32 @@ class ShardFront:
         for shard in self._owners(rollout_id):
             answer = await self.clients[shard].request(method, path, content=body,
                                                        headers={"content-type": "application/json"})
-            if answer.status_code == 404 and rollout_id not in self.owner:
+            if answer.status_code == 404 and self.load.owner(rollout_id) is None:
                 continue  # not this shard's (the front restarted and forgot): ask the next
-            if method == "POST" and parts[2:] == ["finish"] and answer.status_code == 200 \
-                    and rollout_id in self.owner and rollout_id not in self.finished:
-                self.finished.add(rollout_id)
-                self.live[shard] -= 1
+            if method == "POST" and parts[2:] == ["finish"] and answer.status_code == 200:
+                self.load.finish(rollout_id)
             return await send_json(send, answer.status_code, answer.json())
         raise HttpError(404, f"no route {method} {path[:200]} (or no such rollout)", "not_found_error")
 
     def _owners(self, rollout_id: str) -> list[int]:
-        return [self.owner[rollout_id]] if rollout_id in self.owner else list(range(len(self.clients)))
+        owner = self.load.owner(rollout_id)
+        return [owner] if owner is not None else list(range(len(self.clients)))
 
     async def _create(self, body: bytes, send: Any) -> None:
         from openforgerl.rollout.proxy.app import send_json
 
-        shard = min(range(len(self.clients)), key=lambda i: (self.live[i], self.created[i], i))
-        self.live[shard] += 1
-        self.created[shard] += 1
+        shard = self.load.reserve()
         try:
             answer = await self.clients[shard].post("/rollouts", content=body or b"{}",
                                                     headers={"content-type": "application/json"})
         except BaseException:
-            self.live[shard] -= 1
+            self.load.cancel(shard)
             raise
         data = answer.json()
         if answer.status_code != 200:
-            self.live[shard] -= 1
+            self.load.cancel(shard)
             return await send_json(send, answer.status_code, data)
-        self.owner[data["id"]] = shard
+        self.load.own(data["id"], shard)
         await send_json(send, 200, {**data, **self.shards.shards[shard].entry()})
 
     async def _health(self, send: Any) -> None:
