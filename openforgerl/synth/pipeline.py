@@ -15,16 +15,18 @@ and ``resume`` continues where it stopped: decided candidates are skipped, kept 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -49,6 +51,7 @@ from openforgerl.verifiers.compile import spec_json
 
 log = get_logger(__name__)
 CANDIDATES = "candidates.jsonl"
+T = TypeVar("T")
 
 
 class SynthConfig(BaseModel):
@@ -189,13 +192,12 @@ class Synthesizer:
             if index in decided:
                 index += 1
                 continue
-            candidate = self._one(slot, index)
+            candidate = await off_loop(self._one, slot, index)
             self.candidates[candidate.id] = candidate
             lines.write(json.dumps(candidate.record(), default=str) + "\n")
             lines.flush()
             self.progress(candidate.decision, candidate)
             index += 1
-            await asyncio.sleep(0)  # an interrupt (cancellation) lands between candidates
 
     def _one(self, slot: Slot, index: int) -> Candidate:
         use_llm = self.llm is not None and (self.config.proposer == "llm" or index % 2 == 1)
@@ -374,3 +376,31 @@ def interleaved(slots: list[Slot]) -> list[Slot]:
         by_asset.setdefault(str(slot.asset.root), []).append(slot)
     rounds = itertools.zip_longest(*by_asset.values())
     return [slot for turn in rounds for slot in turn if slot is not None]
+
+
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a daemon thread, awaited: the event loop stays free for Ctrl-C / SIGTERM while an LLM
+    proposer waits for its model (a minute or more on CPU). An interrupt cancels the wait at once; the thread
+    is left to finish unobserved (its candidate was not decided, so --resume proposes it again) and, being a
+    daemon, does not hold up the exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def work() -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as exc:  # noqa: BLE001  (handed to the awaiting task)
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name="forge-synth-propose", daemon=True).start()
+    return await future
