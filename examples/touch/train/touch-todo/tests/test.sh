@@ -1,0 +1,4 @@
+#!/bin/bash
+# Reward 1 when /app/todo.txt exists (any content), else 0.
+if [ -f /app/todo.txt ]; then reward=1; else reward=0; fi
+printf '{"reward": %s}\n' "$reward" > /logs/verifier/reward.json
