@@ -20,7 +20,9 @@ import click
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def run_interruptibly(work: Coroutine[Any, Any, Any]) -> Any:
+def run_interruptibly(work: Coroutine[Any, Any, Any],
+                      stopping: str = "ending the rollouts in flight and recording them") -> Any:
+    """Run ``work``; on the first signal print ``stopping`` (what the command does as it stops) and cancel it."""
     received: list[int] = []
 
     async def runner() -> Any:
@@ -30,8 +32,7 @@ def run_interruptibly(work: Coroutine[Any, Any, Any]) -> Any:
             if received:
                 os._exit(128 + number)
             received.append(number)
-            click.echo(f"\n{signal.Signals(number).name}: ending the rollouts in flight and recording them "
-                       "(again to quit at once)", err=True)
+            click.echo(f"\n{signal.Signals(number).name}: {stopping} (again to quit at once)", err=True)
             if task is not None:
                 task.cancel()
         for number in SIGNALS:

@@ -47,4 +47,5 @@ def synth(domain, assets, n, proposer, model, base_url, llm_mode, families, seed
     if families:
         defaults["families"] = list(families)
     config = resolve(SynthConfig, config_file, [*sets, *overrides], defaults=defaults)
-    run_interruptibly(synth_with_progress(config))
+    run_interruptibly(synth_with_progress(config), "stopping; the candidates decided so far are kept (--resume "
+                      "continues)")
