@@ -30,7 +30,7 @@ STAGES = 11  # chat, build-env, synth, build-env touch, rollout, sft, eval befor
 def demo(work: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "FORGE_DEMO_DIR": str(work), "FORGE_DEMO_SIZE": "small", "KEEP_SERVING": "1"}
     return subprocess.run([str(ROOT / "scripts" / "demo")], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=2700)
+                          timeout=1800)
 
 
 def jsonl(path: Path) -> list[dict]:
@@ -41,6 +41,7 @@ def logprobs(url: str) -> list[float]:
     return send_chat(url, chat_request("smollm2", "Name three colours.", max_tokens=8)).logprobs
 
 
+@pytest.mark.timeout(3000)  # three demo runs: ~8 min, then two resumes of ~1 min each, on 2 busy cores
 def test_the_demo_runs_the_whole_pipeline_and_a_rerun_resumes(tmp_path: Path, vllm_base_url: str):
     served_before = logprobs(vllm_base_url)
     work = tmp_path / "demo"
