@@ -117,6 +117,20 @@ def test_made_up_entities_are_refused_before_rendering(slots: dict[str, Slot], n
 
 
 @pytest.mark.parametrize("name", GUI_FAMILIES)
+def test_a_wording_an_llm_proposer_writes_oddly_renders_instead_of_crashing_the_candidate(slots: dict[str, Slot],
+                                                                                         name: str):
+    slot = slots[name]
+    candidate = procedural(slot, 0, seed=5)
+    rendered = {}
+    for phrasing in (0, slot.family.phrasings - 1, str(slot.family.phrasings - 1), "two", None, 99, -1):
+        rendered[repr(phrasing)] = slot.family.render(candidate.params | {"phrasing": phrasing}, slot.asset,
+                                                      slot.state).instruction
+    last = rendered[repr(slot.family.phrasings - 1)]
+    assert rendered[repr(str(slot.family.phrasings - 1))] == last  # "2" (a model's JSON string) is wording 2
+    assert rendered["'two'"] == rendered["None"] == rendered["99"] == rendered["-1"] == rendered["0"]
+
+
+@pytest.mark.parametrize("name", GUI_FAMILIES)
 def test_sampled_parameters_fit_the_schema_given_to_a_model(slots: dict[str, Slot], name: str):
     jsonschema = pytest.importorskip("jsonschema")
     slot = slots[name]

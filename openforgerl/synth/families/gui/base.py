@@ -136,6 +136,15 @@ class GuiFamily(Family):
     def pick_phrasing(self, rng: random.Random) -> int:
         return rng.randrange(self.phrasings)
 
+    def wording(self, params: dict[str, Any]) -> int:
+        """The wording ``render`` uses: ``params["phrasing"]`` when it names one (an int, or its digits as an
+        LLM proposer may write them), else the first. A wording is never a reason to reject a task."""
+        try:
+            index = int(params.get("phrasing", 0))
+        except (TypeError, ValueError):
+            return 0
+        return index if 0 <= index < self.phrasings else 0
+
     def signature(self, params: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in params.items() if k != "phrasing"}
 

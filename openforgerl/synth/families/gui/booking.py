@@ -169,7 +169,7 @@ class BookSlot(BookingFamily):
         slot: Slot = (room, day, int(time[:2]))
         wording = [f"Book the room {room} on {day} at {time} for {name}.",
                    f"{name} needs the room {room} for an hour on {day}, starting {time}: book it under their name."
-                   ][params.get("phrasing", 0)]
+                   ][self.wording(params)]
         spec = all_of(who_is_at(slot, name), others_unchanged(state, slot))
         elsewhere = other_free_slot(state, slot)
         other_room = next(((r, day, slot[2]) for r in room_names(state)
@@ -208,7 +208,7 @@ class CancelBooking(BookingFamily):
         name = booked(state)[slot]
         wording = [f"Cancel {name}'s booking of the room {room} on {day} at {time}.",
                    f"{name} will not need the room {room} on {day} at {time} after all: cancel that booking."
-                   ][params.get("phrasing", 0)]
+                   ][self.wording(params)]
         spec = all_of(who_is_at(slot, None), others_unchanged(state, slot))
         other = next(s for s in booked(state) if s != slot)
         solution = (SOLVE_PRELUDE + f"id=$({curl('GET', f'api/bookings?room={query_param(room)}&day={day}')} "
@@ -260,7 +260,7 @@ class RescheduleToFirstFree(BookingFamily):
         wording = [f"Move {name}'s booking of the room {room} on {day} at {time} to the earliest free time of the "
                    f"same room on {new_day}.",
                    f"{name} has the room {room} on {day} at {time}. Reschedule that booking to {new_day}, at the "
-                   "first hour the room is still free that day."][params.get("phrasing", 0)]
+                   "first hour the room is still free that day."][self.wording(params)]
         spec = all_of(who_is_at(target, name), who_is_at(slot, None), others_unchanged(state, slot, target))
         other_day = next(d for d in self.targets(state, room, day) if d != new_day) \
             if len(self.targets(state, room, day)) > 1 else None
@@ -310,7 +310,7 @@ class CountFreeSlots(BookingFamily):
         room, day = params["room"], params["day"]
         free = free_hours(state, room, day)
         wording = [f"How many one-hour slots (09:00 to 16:00 starts) of the room {room} are still free on {day}?",
-                   f"Count the free one-hour slots of the room {room} on {day}."][params.get("phrasing", 0)]
+                   f"Count the free one-hour slots of the room {room} on {day}."][self.wording(params)]
         instruction = (f"{self.where(DESCRIPTION)} {wording} Submit just the number on the app's Answer page "
                        "(only your latest answer counts).")
         every = f"SELECT r.name, b.day, b.hour, b.name {JOIN} ORDER BY r.id, b.day, b.hour"

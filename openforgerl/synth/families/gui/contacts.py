@@ -154,7 +154,7 @@ class AddContact(ContactsFamily):
         name, values = params["name"], {f: params[f] for f in FIELDS}
         listed = ", ".join(f"{SAID[f]} {values[f]}" for f in FIELDS)
         wording = [f"Add a contact named {name} with {listed}.",
-                   f"Save {name} in the address book: {listed}."][params.get("phrasing", 0)]
+                   f"Save {name} in the address book: {listed}."][self.wording(params)]
         spec = all_of(check("contact", ROW.format(name=sql_text(name)), [[values[f] for f in FIELDS]]),
                       unchanged("others_unchanged", OTHERS.format(name=sql_text(name)), state))
 
@@ -202,7 +202,7 @@ class EditField(ContactsFamily):
         name, field, value = params["name"], params["field"], params["value"]
         wording = [f"Change {name}'s {SAID[field]} to {value}.",
                    f"{name} has a new {SAID[field]}: {value}. Update the contact (and nothing else)."
-                   ][params.get("phrasing", 0)]
+                   ][self.wording(params)]
         expected = fields_of(state, name) | {field: value}
         spec = all_of(check("contact", ROW.format(name=sql_text(name)), [[expected[f] for f in FIELDS]]),
                       unchanged("others_unchanged", OTHERS.format(name=sql_text(name)), state))
@@ -241,7 +241,7 @@ class DeleteContact(ContactsFamily):
         name = params["name"]
         company = fields_of(state, name)["company"]
         wording = [f"Delete the contact {name}.",
-                   f"Remove {name} ({company}) from the address book."][params.get("phrasing", 0)]
+                   f"Remove {name} ({company}) from the address book."][self.wording(params)]
         spec = all_of(check("contact_gone", f"SELECT count(*) FROM contacts WHERE name = {sql_text(name)}", [[0]]),
                       unchanged("others_unchanged", OTHERS.format(name=sql_text(name)), state))
         other = next(n for n in names(state) if n != name)
@@ -280,7 +280,7 @@ class LookupField(ContactsFamily):
         name, field = params["name"], params["field"]
         answer = fields_of(state, name)[field]
         wording = [f"What is the {SAID[field]} of {name}?",
-                   f"Look up {name}'s {SAID[field]} in the address book."][params.get("phrasing", 0)]
+                   f"Look up {name}'s {SAID[field]} in the address book."][self.wording(params)]
         instruction = (f"{self.where(DESCRIPTION)} {wording} Submit it, exactly as the app shows it, on the app's "
                        "Answer page (only your latest answer counts).")
         every = "SELECT id, name, email, phone, company, city FROM contacts ORDER BY id"

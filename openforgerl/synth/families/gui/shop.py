@@ -131,7 +131,7 @@ class BuyProducts(ShopFamily):
         one_order = len(lines) > 1  # several lines: say they go in one order
         wording = [f"Order {what}{' in one order' * one_order}, shipped to {name}, {street}, {city}.",
                    f"Buy {what} for {name} (shipping address: {street}, {city}){' as a single order' * one_order}."
-                   ][params.get("phrasing", 0)]
+                   ][self.wording(params)]
         last = last_order(state)
         live = f"o.id > {last} AND o.status = 'placed'"
         spec = all_of(
@@ -194,7 +194,7 @@ class PriceExtreme(ShopFamily):
         other_extreme = pick(category, "most expensive" if extreme == "cheapest" else "cheapest")
         other_category = pick(next(c for c in categories(state) if c != category), extreme)
         wording = [f"Which product in the {category} category is the {extreme}?",
-                   f"Find the {extreme} product the shop sells in the {category} category."][params.get("phrasing", 0)]
+                   f"Find the {extreme} product the shop sells in the {category} category."][self.wording(params)]
         instruction = (f"{self.where(DESCRIPTION)} {wording} Submit its name, exactly as the shop shows it, on the "
                        "app's Answer page (only your latest answer counts). Do not place an order.")
         spec = all_of(answer_check(answer), unchanged("orders_unchanged", ORDERS_WITH_ITEMS.format(where=""), state))
@@ -235,7 +235,7 @@ class CancelOrder(ShopFamily):
         order_id = int(params["order"])
         [[customer]] = rows(state, "SELECT name FROM orders WHERE id = ?", [order_id])
         wording = [f"Cancel order #{order_id} (placed by {customer}).",
-                   f"{customer} no longer wants order #{order_id}: cancel it in the shop."][params.get("phrasing", 0)]
+                   f"{customer} no longer wants order #{order_id}: cancel it in the shop."][self.wording(params)]
         spec = all_of(check("order_cancelled", f"SELECT status FROM orders WHERE id = {order_id}", [["cancelled"]]),
                       unchanged("other_orders_unchanged",
                                 f"SELECT id, name, street, city, status FROM orders WHERE id <> {order_id} ORDER BY id",

@@ -116,7 +116,7 @@ class AddItem(TodoFamily):
         when = f"due {due}" if due else "with no due date"
         wording = [f'Add a to-do item titled "{title}" to the {list_name} list, {when}.',
                    f'Put "{title}" on the {list_name} list ({when}).',
-                   f'Create a new item "{title}" in the {list_name} list, {when}.'][params.get("phrasing", 0)]
+                   f'Create a new item "{title}" in the {list_name} list, {when}.'][self.wording(params)]
         spec = all_of(check("item", ITEM.format(title=sql_text(title)), [[list_name, due, 0]]),
                       unchanged("others_unchanged", OTHERS.format(title=sql_text(title)), state))
         first_other = titles(state)[0]
@@ -163,7 +163,7 @@ class CompleteItem(TodoFamily):
         title = params["title"]
         list_name, due, _ = item(state, title)
         wording = [f'Mark the to-do item "{title}" as done.', f'Tick off "{title}": it is finished.',
-                   f'The item "{title}" has been completed; mark it done in the app.'][params.get("phrasing", 0)]
+                   f'The item "{title}" has been completed; mark it done in the app.'][self.wording(params)]
         spec = all_of(check("item", ITEM.format(title=sql_text(title)), [[list_name, due, 1]]),
                       unchanged("others_unchanged", OTHERS.format(title=sql_text(title)), state))
         open_titles = titles(state, done=False)
@@ -212,7 +212,7 @@ class RenameItem(TodoFamily):
         list_name, due, done = item(state, title)
         wording = [f'Rename the to-do item "{title}" to "{new}".',
                    f'Change the title of "{title}" to "{new}" (keep its list, due date and status).'
-                   ][params.get("phrasing", 0)]
+                   ][self.wording(params)]
         others = "SELECT list_id, title, due, done FROM todos WHERE title <> {title} ORDER BY id"
         spec = all_of(check("item", ITEM.format(title=sql_text(new)), [[list_name, due, done]]),
                       check("others_unchanged", others.format(title=sql_text(new)),
@@ -256,7 +256,7 @@ class DeleteItem(TodoFamily):
         title = params["title"]
         list_name, _, done = item(state, title)
         wording = [f'Delete the to-do item "{title}".',
-                   f'"{title}" is no longer needed: remove it from the to-do app.'][params.get("phrasing", 0)]
+                   f'"{title}" is no longer needed: remove it from the to-do app.'][self.wording(params)]
         spec = all_of(check("item_gone", f"SELECT count(*) FROM todos WHERE title = {sql_text(title)}", [[0]]),
                       unchanged("others_unchanged", OTHERS.format(title=sql_text(title)), state))
         other = next(t for t in titles(state) if t != title)
@@ -304,7 +304,7 @@ class CountItems(TodoFamily):
         count = sum(1 for d in flags if d == (status == "done"))
         state_word = "still open (not done)" if status == "open" else "marked done"
         wording = [f"How many items in the {list_name} list are {state_word}?",
-                   f"Count the to-do items of the {list_name} list that are {state_word}."][params.get("phrasing", 0)]
+                   f"Count the to-do items of the {list_name} list that are {state_word}."][self.wording(params)]
         instruction = (f"{self.where(DESCRIPTION)} {wording} Submit just the number on the app's Answer page "
                        "(only your latest answer counts).")
         every_item = "SELECT id, list_id, title, due, done FROM todos ORDER BY id"
