@@ -137,7 +137,12 @@ def server_command(config: VllmConfig, device: str) -> list[str]:
                "--max-model-len", str(config.max_model_len or spec.max_model_len),
                "--chat-template", str(chat_template_path(spec.name)),
                "--enable-auto-tool-choice", "--tool-call-parser", spec.tool_call_parser,
-               "--enable-scale-out"]
+               "--enable-scale-out",
+               # One constrained-decoding backend for the server's life. Left on "auto", vLLM keeps whichever
+               # backend its first constrained request needed; a JSON schema xgrammar cannot compile would
+               # leave it on guidance, where forced tool calls fail (HTTP 500, vLLM 0.32). Pinned, such a
+               # schema gets a 400 of its own and tool forcing keeps working.
+               "--structured-outputs-config", '{"backend": "xgrammar"}']
     dtype = config.dtype or ("float32" if device == "cpu" else None)
     if dtype:
         command += ["--dtype", dtype]

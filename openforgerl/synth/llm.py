@@ -33,8 +33,16 @@ from openforgerl.synth.proposers import Slot, candidate_id, candidate_rng
 
 MAX_REFUSALS = 20
 """Requests an endpoint may refuse (HTTP 400) before the run stops: one is a candidate's problem, many the setup's."""
-GRAMMAR_UNSUPPORTED = frozenset({"not", "if", "then", "else", "dependentSchemas", "dependentRequired", "contains"})
-"""JSON-schema keywords constrained decoders (vLLM's guided decoding among them) refuse; the critic checks them."""
+GRAMMAR_UNSUPPORTED = frozenset({"not", "if", "then", "else", "dependentSchemas", "dependentRequired", "contains",
+                                 "minContains", "maxContains", "uniqueItems", "multipleOf", "propertyNames",
+                                 "patternProperties", "unevaluatedProperties"})
+"""JSON-schema keywords constrained decoders (vLLM's guided decoding among them) refuse, or that make vLLM
+leave xgrammar for another backend; the critic checks them."""
+LENGTH_WITH_PATTERN = frozenset({"minLength", "maxLength"})
+"""Dropped from a string schema that also has a ``pattern`` or ``format``: xgrammar cannot combine them, and vLLM
+then compiles the request with its guidance backend instead. vLLM keeps one backend per server, chosen by the
+first constrained request, and under guidance its forced tool calls (``tool_choice: required``) fail (HTTP 500,
+vLLM 0.32): one proposal would break every rollout served after it."""
 
 
 class RequestRefused(Exception):
@@ -45,7 +53,8 @@ def grammar_schema(schema: Any) -> Any:
     """``schema`` without the keywords constrained decoding cannot express. What they said (a new title
     must not be an existing one, say) is still enforced: ``check_params`` runs on every proposal."""
     if isinstance(schema, dict):
-        return {key: grammar_schema(value) for key, value in schema.items() if key not in GRAMMAR_UNSUPPORTED}
+        drop = GRAMMAR_UNSUPPORTED | (LENGTH_WITH_PATTERN if "pattern" in schema or "format" in schema else set())
+        return {key: grammar_schema(value) for key, value in schema.items() if key not in drop}
     if isinstance(schema, list):
         return [grammar_schema(item) for item in schema]
     return schema

@@ -101,6 +101,24 @@ def test_forced_tool_choice_returns_a_parsed_tool_call_with_token_ids_and_logpro
     assert load_tokenizer(MODEL).decode(choice["token_ids"]).startswith('<tool_call>\n{"name": "write_file"')
 
 
+def test_a_schema_xgrammar_cannot_compile_is_refused_alone_and_forced_tool_calls_keep_working(base_url):
+    """vLLM keeps one constrained-decoding backend per server; forge pins it to xgrammar, so a schema only
+    guidance could compile (a pattern with length bounds) is a 400 for that request, not a switch of the whole
+    server to guidance, under which every later tool_choice=required call failed with HTTP 500."""
+    schema = {"type": "object", "required": ["email"],
+              "properties": {"email": {"type": "string", "minLength": 3, "maxLength": 80,
+                                       "pattern": "^[^@ ]+@[^@ ]+$"}}}
+    refused = httpx.post(f"{base_url}/chat/completions", timeout=300, json={
+        "model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "An email address, as JSON."}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "contact", "schema": schema}}})
+    assert refused.status_code == 400, refused.text
+    forced = httpx.post(f"{base_url}/chat/completions", timeout=300, json={
+        "model": MODEL, "max_tokens": 48, "temperature": 0, "tools": [WRITE_FILE], "tool_choice": "required",
+        "messages": [{"role": "user", "content": "Save the text 'hi' into the file notes.txt."}]})
+    assert forced.status_code == 200, forced.text
+    assert forced.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "write_file"
+
+
 def test_chat_logprobs_match_a_transformers_fp32_forward(base_url, reference_model):
     body = {"model": MODEL, "max_tokens": 24, "temperature": 0, "logprobs": True, "return_token_ids": True,
             "messages": [{"role": "user", "content": "Name three colours."}]}

@@ -129,6 +129,12 @@ def test_the_schema_sent_for_constrained_decoding_drops_what_decoders_refuse():
                                                "list": {"enum": ["Home", "Work"]}}, "required": ["title"]}
     assert grammar_schema(schema) == {"type": "object", "required": ["title"],
                                       "properties": {"title": {"type": "string"}, "list": {"enum": ["Home", "Work"]}}}
+    # a pattern with length bounds would move vLLM off xgrammar for good (and break forced tool calls): bounds go
+    email = {"type": "string", "minLength": 3, "maxLength": 80, "pattern": "^[^@ ]+@[^@ ]+$"}
+    assert grammar_schema({"type": "object", "properties": {"email": email, "name": {"type": "string", "maxLength": 9},
+                                                            "tags": {"type": "array", "uniqueItems": True}}}) == \
+        {"type": "object", "properties": {"email": {"type": "string", "pattern": "^[^@ ]+@[^@ ]+$"},
+                                          "name": {"type": "string", "maxLength": 9}, "tags": {"type": "array"}}}
 
 
 def freeform(verifier: dict, failure: str = "echo first note > /app/out/b.txt", **extra: str) -> str:
