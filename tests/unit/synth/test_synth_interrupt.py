@@ -29,9 +29,10 @@ def test_ctrl_c_while_the_proposer_model_is_thinking_stops_synth_at_once(tmp_pat
         time.sleep(0.5)
         sent = time.monotonic()
         synth.send_signal(signal.SIGINT)
-        out, err = synth.communicate(timeout=20)
+        out, err = synth.communicate(timeout=90)
         assert synth.returncode == 130 and "the candidates decided so far are kept" in err, err[-2000:]
-        assert time.monotonic() - sent < 15
+        # the proposer's model timeout is 120 s (it used to wait that out); 60 s leaves room for 2 busy cores
+        assert time.monotonic() - sent < 60
         decided = (tmp_path / "out" / "candidates.jsonl").read_text()
         assert decided == ""  # the proposal in flight is not recorded: --resume proposes it again
     finally:
