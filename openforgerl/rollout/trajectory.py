@@ -84,29 +84,111 @@ class CallRecord:
                    head=wire.get("h"), error=wire.get("err", ""), digest=wire.get("g"))
 
 
-@dataclass
-class Segment:
-    """One training sample."""
+def packed(ids: list[int]) -> bytes:
+    """``ids`` as machine int64s: compared with memcmp, not object by object."""
+    return array("q", ids).tobytes()
 
-    prompt_ids: list[int]
-    response_ids: list[int] = field(default_factory=list)
-    response_mask: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    calls: list[int] = field(default_factory=list)
+
+def common_prefix(a: list[int] | bytes, b: list[int] | bytes) -> int:
+    """Length of the longest common prefix of two id lists (or their ``packed`` forms), by bisection
+    over comparisons of packed slices (each a memcmp)."""
+    x = a if isinstance(a, bytes) else packed(a)
+    y = b if isinstance(b, bytes) else packed(b)
+    low, high = 0, min(len(x), len(y)) // 8
+    if x[:high * 8] == y[:high * 8]:
+        return high
+    while low < high:
+        middle = (low + high + 1) // 2
+        if x[:middle * 8] == y[:middle * 8]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+MAX_SHARE_DEPTH = 16
+"""How many references a segment's prompt may go through to reach the ids it shares: a longer chain
+(a rollout forking again and again off its newest fork) stores that fork's prompt whole, so reading a
+prompt stays a bounded walk and memory stays ~1/16 of full copies."""
+
+
+class Segment:
+    """One training sample.
+
+    A fork's prompt may start with the first ``n`` ids of an earlier segment (``base``): it then holds a
+    reference to that segment and only its own ids after them, in memory as in the log, so a rollout that
+    forks on every call (the same long history sent again) keeps each prompt once. ``prompt_ids`` expands it.
+    """
+
+    def __init__(self, prompt_ids: list[int] | None = None, response_ids: list[int] | None = None,
+                 response_mask: list[int] | None = None, logprobs: list[float] | None = None,
+                 calls: list[int] | None = None, *, base: tuple[Segment, int] | None = None) -> None:
+        own = list(prompt_ids or [])
+        if base is not None:
+            segment, n = base
+            while segment._base is not None and n <= segment._base[1]:  # those ids are the base's base's
+                segment = segment._base[0]
+            base = (segment, n)
+            if segment._depth >= MAX_SHARE_DEPTH:
+                own, base = segment.ids(n) + own, None
+        self._base: tuple[Segment, int] | None = base
+        self._own = own
+        self._depth: int = base[0]._depth + 1 if base else 0
+        self._packed: bytes | None = None
+        self.response_ids: list[int] = response_ids if response_ids is not None else []
+        self.response_mask: list[int] = response_mask if response_mask is not None else []
+        self.logprobs: list[float] = logprobs if logprobs is not None else []
+        self.calls: list[int] = calls if calls is not None else []
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        """The whole prompt (a new list when it is shared with an earlier segment)."""
+        if self._base is None:
+            return self._own
+        segment, n = self._base
+        return segment.ids(n) + self._own
+
+    @property
+    def prompt_len(self) -> int:
+        return (self._base[1] if self._base else 0) + len(self._own)
 
     def __len__(self) -> int:
-        return len(self.prompt_ids) + len(self.response_ids)
+        return self.prompt_len + len(self.response_ids)
 
-    def packed_prompt(self) -> bytes:
-        """``prompt_ids`` as int64 bytes (they never change once the segment exists), made once."""
-        cached = self.__dict__.get("_packed")
-        if cached is None:
-            cached = self.__dict__["_packed"] = array("q", self.prompt_ids).tobytes()
-        return cached
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Segment) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return f"Segment(prompt={self.prompt_len} ids, response={len(self.response_ids)} ids, calls={self.calls})"
 
     def ids(self, n: int | None = None) -> list[int]:
-        full = self.prompt_ids + self.response_ids
-        return full if n is None else full[:n]
+        """The first ``n`` ids of prompt + response (all when None)."""
+        prompt_len = self.prompt_len
+        n = len(self) if n is None else min(n, len(self))
+        if n > prompt_len:
+            return self.prompt_ids + self.response_ids[:n - prompt_len]
+        if self._base is None:
+            return self._own[:n]
+        segment, shared = self._base
+        return segment.ids(n) if n <= shared else segment.ids(shared) + self._own[:n - shared]
+
+    def common_prefix(self, mine: bytes, n: int) -> int:
+        """How many of this segment's first ``n`` ids the packed ids ``mine`` (``lineage.packed``) start with;
+        the prompt's own ids are packed once (they never change), the shared part is asked of its segment."""
+        done = 0
+        if self._base is not None:
+            segment, shared = self._base
+            done = segment.common_prefix(mine, min(n, shared))
+            if done < min(n, shared) or n <= shared:
+                return done
+        if self._packed is None:  # racing draft threads compute the same bytes
+            self._packed = packed(self._own)
+        own = min(n - done, len(self._own))
+        matched = common_prefix(mine[done * 8:], self._packed[:own * 8])
+        done += matched
+        if matched < own or n <= self.prompt_len:
+            return done
+        return done + common_prefix(mine[done * 8:], packed(self.response_ids[:n - done]))
 
     def append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         self.response_ids += ids
@@ -148,8 +230,8 @@ class Trajectory:
         segment.append(record.response, 1, record.logprobs)
 
     def _new_segment(self, record: CallRecord) -> Segment:
-        prefix = self.segments[record.base[0]].ids(record.base[1]) if record.base else []
-        return Segment(prompt_ids=prefix + record.prompt_suffix, calls=[record.index])
+        base = (self.segments[record.base[0]], record.base[1]) if record.base else None
+        return Segment(prompt_ids=record.prompt_suffix, calls=[record.index], base=base)
 
     def counts(self) -> dict[str, int]:
         ok = [c for c in self.calls if c.status == "ok"]

@@ -18,14 +18,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from array import array
 from dataclasses import dataclass
 from typing import Any
 
 from openforgerl.rollout.proxy.conversation import ContextTooLong
 from openforgerl.rollout.proxy.template import ChatTemplate
 from openforgerl.rollout.proxy.tool_parser import ToolParser
-from openforgerl.rollout.trajectory import CallKind, CallRecord, Trajectory
+from openforgerl.rollout.trajectory import CallKind, CallRecord, Trajectory, packed
 
 SLACK = 1.25
 """Headroom of the character pre-check: a re-rendered history may be a little longer than the text
@@ -50,28 +49,6 @@ MIN_SHARED = 32
 """A fork stores a reference to an earlier segment's ids only when they share at least this many tokens."""
 
 
-def packed(ids: list[int]) -> bytes:
-    """``ids`` as machine int64s: compared with memcmp, not object by object."""
-    return array("q", ids).tobytes()
-
-
-def common_prefix(a: list[int] | bytes, b: list[int] | bytes) -> int:
-    """Length of the longest common prefix of two id lists (or their ``packed`` forms), by bisection
-    over comparisons of packed slices (each a memcmp)."""
-    x = a if isinstance(a, bytes) else packed(a)
-    y = b if isinstance(b, bytes) else packed(b)
-    low, high = 0, min(len(x), len(y)) // 8
-    if x[:high * 8] == y[:high * 8]:
-        return high
-    while low < high:
-        middle = (low + high + 1) // 2
-        if x[:middle * 8] == y[:middle * 8]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
 SHARED_CANDIDATES = 4
 """How many of the newest segments a fork is compared with (a bound: a rollout may fork thousands of times)."""
 
@@ -83,10 +60,7 @@ def shared_base(ids: list[int], heads: list[Head], trajectory: Trajectory) -> tu
     best: tuple[int, int] | None = None
     mine = packed(ids)
     for head in sorted(heads, key=lambda h: -h.segment)[:SHARED_CANDIDATES]:
-        segment = trajectory.segments[head.segment]
-        shared = common_prefix(mine, segment.packed_prompt())  # the stable first prompt, packed once
-        if shared == len(segment.prompt_ids) and head.n_ids > shared:  # it may go on into the answers
-            shared += common_prefix(mine[shared * 8:], packed(segment.response_ids[:head.n_ids - shared]))
+        shared = trajectory.segments[head.segment].common_prefix(mine, head.n_ids)
         if shared >= MIN_SHARED and (best is None or shared > best[1]):
             best = (head.segment, shared)
     return best

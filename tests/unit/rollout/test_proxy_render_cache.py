@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from openforgerl.rollout.proxy import template as template_module
 from openforgerl.rollout.proxy.engine import ScriptTurn
-from openforgerl.rollout.proxy.lineage import common_prefix, packed
 from openforgerl.rollout.proxy.template import HFChatTemplate
+from openforgerl.rollout.trajectory import common_prefix, packed
 from openforgerl.testing.proxy import PATHS, InProcessProxy, policy_template
 
 TOOLS = [{"type": "function", "function": {"name": n, "description": f"{n} things",
