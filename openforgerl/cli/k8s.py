@@ -80,13 +80,21 @@ def manifest(task, config_file, namespace, image, run_id, overrides) -> None:
 @click.option("--engine-url", required=True, help="The vLLM server as the proxy's pod reaches it.")
 @click.option("--secret", default="forge-proxy-admin", show_default=True,
               help="Secret holding the admin token (key: token).")
+@click.option("--replicas", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Proxies, each owning the rollouts created on it (a StatefulSet when more than 1; the run "
+                   "config's proxy.shards, printed as a comment, names each one).")
 @click.option("-o", "--set", "overrides", multiple=True, help="Runtime setting key=value (repeatable).")
-def proxy(config_file, namespace, image, model, engine_url, secret, overrides) -> None:
+def proxy(config_file, namespace, image, model, engine_url, secret, replicas, overrides) -> None:
     """Print the recording proxy's Deployment and Service (pipe to kubectl apply -f -)."""
-    from openforgerl.rollout.runtimes.kube_manifests import proxy_manifests
+    from openforgerl.rollout.runtimes.kube_manifests import proxy_manifests, proxy_shards
 
     settings = _settings(config_file, namespace, overrides)
-    _dump(proxy_manifests(settings, image=image, model=model, engine_url=engine_url, secret=secret))
+    if replicas > 1:
+        shards = yaml.dump({"proxy": {"shards": proxy_shards(settings, replicas)}}, Dumper=_Plain, sort_keys=False)
+        click.echo("# The run config's proxy (an orchestrator in the cluster resolves these names):\n"
+                   + "".join(f"#   {line}\n" for line in shards.splitlines()) + "---")
+    _dump(proxy_manifests(settings, image=image, model=model, engine_url=engine_url, secret=secret,
+                          replicas=replicas))
 
 
 @k8s.command()

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import uvicorn
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, model_validator
 
 from openforgerl.errors import ProviderError, ProxyError
 from openforgerl.rollout.proxy.allocation import ShardLoad
@@ -31,6 +31,16 @@ ADMIN_TOKEN_ENV = "FORGE_PROXY_ADMIN_TOKEN"
 def _env_secret(name: str) -> SecretStr | None:
     value = os.environ.get(name)
     return SecretStr(value) if value else None
+
+
+class ProxyShard(BaseModel):
+    """One of several running proxies that share a run: a proxy per node, or per Kubernetes replica
+    (``forge k8s proxy --replicas N`` prints these). Each owns the rollouts created on it."""
+
+    url: str
+    """Its admin API, as the orchestrator reaches it."""
+    sandbox_url: str | None = None
+    """Its model API, as sandboxes reach it (needed unless they share this host's network)."""
 
 
 class ProxySettings(BaseModel):
@@ -68,6 +78,23 @@ class ProxySettings(BaseModel):
     """In-run proxy: processes (shards) serving the model API, each owning the rollouts created on it;
     1: one, inside this run's process; 0: one per core. More than one spreads the proxy's CPU over cores
     (each shard loads the tokenizer: ~0.3 GB of memory apiece)."""
+    shards: list[ProxyShard] = Field(default_factory=list)
+    """Several running proxies instead of ``url`` (one per node or Kubernetes replica, all started with
+    the same admin token): each rollout is created on the one with the fewest live rollouts of this run,
+    its harness gets that proxy's URL, and its finish and trajectory go to it. ``url`` and ``sandbox_url``
+    then name the first shard."""
+
+    @model_validator(mode="after")
+    def _first_shard(self) -> ProxySettings:
+        if not self.shards:
+            return self
+        first = self.shards[0]
+        for key, given, value in (("url", self.url, first.url), ("sandbox_url", self.sandbox_url, first.sandbox_url)):
+            if given is not None and given != value:
+                raise ValueError(f"proxy.{key} is {given!r} but proxy.shards[0].{key} is {value!r}: with shards, "
+                                 f"set each shard's {key} in proxy.shards and leave proxy.{key} unset")
+        self.url, self.sandbox_url = first.url, first.sandbox_url
+        return self
 
 
 class ProxyHandle:
@@ -179,6 +206,11 @@ class ProxyHandle:
 async def check_engine(settings: ProxySettings) -> None:
     """Raise ProviderError unless the model behind this run answers: a running proxy's ``/health``, or
     the in-run proxy's vLLM engine listing its models (a scripted engine always answers)."""
+    if settings.shards:
+        for shard in settings.shards:
+            await _answers(shard.url.rstrip("/") + "/health", f"the proxy shard at {shard.url}",
+                           "start it (forge k8s proxy --replicas N | kubectl apply -f -), or fix proxy.shards")
+        return
     if settings.url:
         url, what = settings.url.rstrip("/") + "/health", f"the proxy at {settings.url}"
         fix = "start it (forge proxy), or unset proxy.url so the run starts its own"
@@ -188,6 +220,10 @@ async def check_engine(settings: ProxySettings) -> None:
         fix = "start it (forge serve --model NAME) or point the run at one (--engine-url URL)"
     else:
         return
+    await _answers(url, what, fix)
+
+
+async def _answers(url: str, what: str, fix: str) -> None:
     try:
         async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
             answer = await client.get(url)
@@ -200,14 +236,19 @@ async def check_engine(settings: ProxySettings) -> None:
 @contextlib.asynccontextmanager
 async def open_proxy(settings: ProxySettings, model: str, data_dir: Path,
                      sandbox_hosts: Sequence[str] = ()) -> AsyncIterator[ProxyHandle]:
-    """The run's proxy: the running one ``settings.url`` names, or one started in this process that
-    also listens on each of ``sandbox_hosts`` (model API only) for sandboxes on other networks."""
+    """The run's proxy: the running one ``settings.url`` names (or the running ``settings.shards``), or one
+    started in this process that also listens on each of ``sandbox_hosts`` (model API only) for sandboxes
+    on other networks."""
     if settings.url:
         if not settings.admin_token:
-            raise ProxyError("proxy.url is set but proxy.admin_token is not",
+            raise ProxyError(f"proxy.{'shards' if settings.shards else 'url'} is set but proxy.admin_token is not",
                              fix=f"export {ADMIN_TOKEN_ENV}=<the token forge proxy was started with>")
         urls = {host: settings.sandbox_url for host in sandbox_hosts if settings.sandbox_url}
-        handle = ProxyHandle(settings.url, settings.admin_token.get_secret_value(), sandbox_urls=urls)
+        shards = [{"base_url": shard.url,
+                   "model_urls": {host: shard.sandbox_url for host in sandbox_hosts if shard.sandbox_url}}
+                  for shard in settings.shards]
+        handle = ProxyHandle(settings.url, settings.admin_token.get_secret_value(), sandbox_urls=urls,
+                             shards=shards)
         try:
             yield handle
         finally:

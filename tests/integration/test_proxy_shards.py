@@ -155,6 +155,71 @@ def test_an_in_run_proxy_with_workers_routes_each_rollout_to_its_shard(tmp_path:
     assert sorted(p.name for p in (tmp_path / "proxy").glob("shard-*") if p.is_dir()) == ["shard-0", "shard-1"]
 
 
+def standalone_proxy(tmp_path: Path, tokenizer_dir: Path, name: str) -> tuple[str, subprocess.Popen]:
+    port = consecutive_ports(2)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openforgerl", "proxy", "--engine", "scripted", "--port", str(port),
+         "--admin-token", ADMIN, "--data-dir", str(tmp_path / name), "--tokenizer", str(tokenizer_dir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+    return f"http://127.0.0.1:{port}", proc
+
+
+def test_independent_proxies_as_shards_of_one_run_each_own_the_rollouts_created_on_them(tmp_path: Path,
+                                                                                      tokenizer_dir: Path):
+    """Kubernetes replicas (forge k8s proxy --replicas N) or a proxy per node: separate proxies that share
+    only the admin token; the run's proxy.shards spreads its rollouts and routes each one's calls, finish
+    and trajectory to the proxy that owns it. A shard that does not answer fails the run's pre-flight."""
+    from openforgerl.errors import ProviderError
+    from openforgerl.rollout.proxy_handle import check_engine
+
+    started = [standalone_proxy(tmp_path, tokenizer_dir, f"node-{i}") for i in range(2)]
+    try:
+        for url, proc in started:
+            deadline = time.monotonic() + 180
+            while True:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline, f"{url} did not become healthy in 180 s"
+                try:
+                    if httpx.get(url + "/health", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+        settings = ProxySettings(shards=[{"url": url} for url, _ in started], admin_token=ADMIN)
+
+        async def run() -> None:
+            await check_engine(settings)
+            async with open_proxy(settings, "smollm2", tmp_path / "unused") as handle:
+                created = [await handle.create({"i": i}) for i in range(4)]
+                assert handle.live == [2, 2]
+                routes = [handle.model_url(handle.url_for("127.0.0.1"), rid) for rid, _ in created]
+                assert sorted(routes) == sorted(url for url, _ in started for _ in range(2))
+                async with httpx.AsyncClient() as client:
+                    for (rid, token), route in zip(created, routes, strict=True):
+                        answer = await client.post(route + "/v1/chat/completions", json={"messages": FIRST},
+                                                   headers={"authorization": f"Bearer {token}"})
+                        assert answer.status_code == 200
+                        wrong = next(url for url, _ in started if url != route)  # not this proxy's rollout
+                        refused = await client.post(wrong + "/v1/chat/completions", json={"messages": FIRST},
+                                                    headers={"authorization": f"Bearer {token}"})
+                        assert refused.status_code == 401
+                for i, (rid, _) in enumerate(created):
+                    await handle.finish(rid, 1.0, "success", {})
+                    trajectory = await handle.trajectory(rid)
+                    assert trajectory["metadata"]["i"] == i and len(trajectory["calls"]) == 1
+                assert handle.live == [0, 0]
+        asyncio.run(run())
+        assert [len(list((tmp_path / f"node-{i}" / "rollouts").glob("*.log"))) for i in range(2)] == [2, 2]
+        started[1][1].send_signal(signal.SIGTERM)
+        started[1][1].wait(timeout=40)
+        with pytest.raises(ProviderError, match=f"the proxy shard at {started[1][0]} does not answer"):
+            asyncio.run(check_engine(settings))
+    finally:
+        for _, proc in started:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=40)
+
+
 def test_shards_stop_when_the_process_that_started_them_is_killed(sharded):
     url, data, proc = sharded
     pids = [json.loads((data / f"shard-{i}.ready").read_text())["pid"] for i in range(2)]

@@ -201,7 +201,12 @@ def proxy_manifests(settings: KubeSettings, *, image: str, model: str, engine_ur
                     secret: str = "forge-proxy-admin", replicas: int = 1) -> list[dict[str, Any]]:
     """The recording proxy in the cluster: a Deployment running ``forge proxy`` and its Service, the admin API
     on ``proxy_admin_port`` (the orchestrator's) and the model API alone on ``proxy_port`` (the pods'). The
-    admin token comes from the Secret ``secret`` (key ``token``); trajectories live on the pod's volume."""
+    admin token comes from the Secret ``secret`` (key ``token``); trajectories live on the pod's volume.
+
+    With ``replicas`` > 1, a StatefulSet and a headless Service instead: each replica is a proxy of its own
+    with a stable name (``proxy_shards`` lists their URLs for the run config's ``proxy.shards``), since a
+    rollout's calls and its admin calls must reach the same replica, which a load-balanced Service cannot
+    promise."""
     labels = dict(settings.proxy_labels)
     container = {
         "name": "proxy", "image": image, "imagePullPolicy": settings.image_pull_policy,
@@ -216,25 +221,34 @@ def proxy_manifests(settings: KubeSettings, *, image: str, model: str, engine_ur
         "volumeMounts": [{"name": "data", "mountPath": "/data"}],
         "securityContext": _container_security("nonroot"),
     }
-    deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": PROXY_APP, "namespace": settings.namespace, "labels": labels},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels},
-                              "spec": {"automountServiceAccountToken": False, "enableServiceLinks": False,
-                                       "securityContext": _pod_security("nonroot", settings.agent_uid),
-                                       "containers": [container],
-                                       "volumes": [{"name": "data", "emptyDir": {}}]}}},
-    }
-    service = {
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": PROXY_APP, "namespace": settings.namespace, "labels": labels},
-        "spec": {"selector": labels, "ports": [
-            {"name": "admin", "port": settings.proxy_admin_port, "targetPort": settings.proxy_admin_port,
-             "protocol": "TCP"},
-            {"name": "model", "port": settings.proxy_port, "targetPort": settings.proxy_port, "protocol": "TCP"}]},
-    }
+    template = {"metadata": {"labels": labels},
+                "spec": {"automountServiceAccountToken": False, "enableServiceLinks": False,
+                         "securityContext": _pod_security("nonroot", settings.agent_uid),
+                         "containers": [container],
+                         "volumes": [{"name": "data", "emptyDir": {}}]}}
+    metadata = {"name": PROXY_APP, "namespace": settings.namespace, "labels": labels}
+    ports = [{"name": "admin", "port": settings.proxy_admin_port, "targetPort": settings.proxy_admin_port,
+              "protocol": "TCP"},
+             {"name": "model", "port": settings.proxy_port, "targetPort": settings.proxy_port, "protocol": "TCP"}]
+    if replicas > 1:  # each replica its own proxy, reached by its own name (forge-proxy-0.forge-proxy.<ns>.svc)
+        stateful = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": metadata,
+                    "spec": {"replicas": replicas, "serviceName": PROXY_APP, "podManagementPolicy": "Parallel",
+                             "selector": {"matchLabels": labels}, "template": template}}
+        headless = {"apiVersion": "v1", "kind": "Service", "metadata": metadata,
+                    "spec": {"clusterIP": "None", "selector": labels, "ports": ports}}
+        return [stateful, headless]
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
+                  "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": template}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": metadata,
+               "spec": {"selector": labels, "ports": ports}}
     return [deployment, service]
+
+
+def proxy_shards(settings: KubeSettings, replicas: int) -> list[dict[str, str]]:
+    """The run config's ``proxy.shards`` for ``proxy_manifests(..., replicas)``: each replica's admin API and
+    model API by its stable name (an orchestrator in the cluster resolves them)."""
+    return [{"url": f"http://{host}:{settings.proxy_admin_port}", "sandbox_url": f"http://{host}:{settings.proxy_port}"}
+            for host in (f"{PROXY_APP}-{i}.{PROXY_APP}.{settings.namespace}.svc" for i in range(replicas))]
 
 
 def _container_security(profile: Profile) -> dict[str, Any]:

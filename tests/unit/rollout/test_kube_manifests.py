@@ -18,7 +18,9 @@ from openforgerl.rollout.runtimes.kube_manifests import (
     pod_labels,
     pod_manifest,
     proxy_manifests,
+    proxy_shards,
 )
+from openforgerl.rollout.proxy_handle import ProxySettings
 from openforgerl.testing.tasks import write_task
 
 pytest.importorskip("kubernetes_validate", reason="needs the dev extra (kubernetes-validate==1.37.0)")
@@ -89,6 +91,40 @@ def test_the_proxy_deployment_and_service_are_valid_and_take_the_token_from_a_se
     assert container["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "forge-proxy-admin"
     assert container["command"][container["command"].index("--model-listen") + 1] == "0.0.0.0:8081"
     assert {port["port"] for port in documents[1]["spec"]["ports"]} == {8080, 8081}
+
+
+def test_proxy_replicas_are_a_stateful_set_each_reached_by_its_own_name():
+    """A rollout's calls and admin calls must reach the same proxy: replicas get stable names (a headless
+    Service), never one load-balanced address, and the run config names each one."""
+    settings = KubeSettings(namespace="forge")
+    stateful, service = proxy_manifests(settings, image="registry.example/forge:0.1", model="smollm2",
+                                        engine_url="http://vllm.forge.svc:8000", replicas=3)
+    assert [schema_errors(stateful), schema_errors(service)] == [[], []]
+    assert (stateful["kind"], stateful["spec"]["replicas"], service["spec"]["clusterIP"]) == ("StatefulSet", 3, "None")
+    assert stateful["spec"]["serviceName"] == service["metadata"]["name"] == "forge-proxy"
+    pod = stateful["spec"]["template"]
+    assert pod["metadata"]["labels"] == settings.proxy_labels  # what the sandboxes' NetworkPolicy lets them reach
+    assert "--workers" not in pod["spec"]["containers"][0]["command"]  # one process per replica: its own shard
+    assert proxy_shards(settings, 2) == [
+        {"url": "http://forge-proxy-0.forge-proxy.forge.svc:8080",
+         "sandbox_url": "http://forge-proxy-0.forge-proxy.forge.svc:8081"},
+        {"url": "http://forge-proxy-1.forge-proxy.forge.svc:8080",
+         "sandbox_url": "http://forge-proxy-1.forge-proxy.forge.svc:8081"}]
+    one = proxy_manifests(settings, image="i", model="m", engine_url="http://e", replicas=1)
+    assert [doc["kind"] for doc in one] == ["Deployment", "Service"]
+
+
+def test_forge_k8s_proxy_with_replicas_prints_the_run_config_that_names_them():
+    _register()
+    result = CliRunner().invoke(cli, ["k8s", "proxy", "--image", "registry.example/forge:0.1", "--engine-url",
+                                      "http://vllm.forge.svc:8000", "--namespace", "forge", "--replicas", "2"])
+    assert result.exit_code == 0, result.output
+    assert [doc["kind"] for doc in yaml.safe_load_all(result.output)] == ["StatefulSet", "Service"]
+    comment = "\n".join(line.removeprefix("#   ") for line in result.output.splitlines() if line.startswith("#   "))
+    proxy = ProxySettings.model_validate(yaml.safe_load(comment)["proxy"])
+    assert [shard.url for shard in proxy.shards] == ["http://forge-proxy-0.forge-proxy.forge.svc:8080",
+                                                     "http://forge-proxy-1.forge-proxy.forge.svc:8080"]
+    assert proxy.url == proxy.shards[0].url and proxy.sandbox_url == proxy.shards[0].sandbox_url
 
 
 def test_forge_k8s_manifest_prints_the_policy_and_the_pod_of_a_task(tmp_path: Path):

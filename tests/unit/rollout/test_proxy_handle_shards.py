@@ -66,3 +66,18 @@ def test_a_listener_added_after_the_handle_was_made_is_found():
     handle.sandbox_urls["172.30.0.1"] = "http://172.30.0.1:9201"
     assert handle.url_for("172.30.0.1") == "http://172.30.0.1:9201"
     assert handle.model_url("http://172.30.0.1:9201", "r-any") == "http://172.30.0.1:9201"
+
+
+def test_proxy_shards_in_a_run_config_name_the_first_shard_and_a_conflicting_url_is_one_clear_error():
+    from pydantic import ValidationError
+
+    from openforgerl.rollout.proxy_handle import ProxySettings
+
+    shards = [{"url": "http://forge-proxy-0.p.svc:8080", "sandbox_url": "http://forge-proxy-0.p.svc:8081"},
+              {"url": "http://forge-proxy-1.p.svc:8080", "sandbox_url": "http://forge-proxy-1.p.svc:8081"}]
+    settings = ProxySettings.model_validate({"shards": shards, "admin_token": "t"})
+    assert (settings.url, settings.sandbox_url) == (shards[0]["url"], shards[0]["sandbox_url"])
+    again = ProxySettings.model_validate(settings.model_dump())  # a saved run config loads back
+    assert [s.url for s in again.shards] == [s["url"] for s in shards]
+    with pytest.raises(ValidationError, match=r"proxy.url is 'http://elsewhere:8080' but proxy.shards\[0\].url"):
+        ProxySettings.model_validate({"shards": shards, "url": "http://elsewhere:8080"})
