@@ -81,3 +81,26 @@ def test_proxy_shards_in_a_run_config_name_the_first_shard_and_a_conflicting_url
     assert [s.url for s in again.shards] == [s["url"] for s in shards]
     with pytest.raises(ValidationError, match=r"proxy.url is 'http://elsewhere:8080' but proxy.shards\[0\].url"):
         ProxySettings.model_validate({"shards": shards, "url": "http://elsewhere:8080"})
+
+
+def test_pods_reaching_the_proxy_by_its_service_name_get_their_own_replica_s_model_url(tmp_path):
+    """On Kubernetes, sandboxes reach "the proxy" at one name (the runtime's reach address); with replicas,
+    each rollout's harness must get the model API of the replica that owns it."""
+    from openforgerl.rollout.proxy_handle import ProxySettings, open_proxy
+
+    shards = [{"url": f"http://forge-proxy-{i}.forge-proxy.forge.svc:8080",
+               "sandbox_url": f"http://forge-proxy-{i}.forge-proxy.forge.svc:8081"} for i in range(2)]
+    settings = ProxySettings(shards=shards, admin_token="t")
+
+    async def run() -> None:
+        async with open_proxy(settings, "smollm2", tmp_path, sandbox_hosts=["forge-proxy.forge.svc"]) as handle:
+            assert handle.urls_for("forge-proxy.forge.svc") == [s["sandbox_url"] for s in shards]
+            first = handle.url_for("forge-proxy.forge.svc")
+            handle.load.own("r-on-1", 1)
+            assert handle.model_url(first, "r-on-1") == shards[1]["sandbox_url"]
+            assert handle.model_url(first, "r-unknown") == shards[0]["sandbox_url"]
+        one = ProxySettings(url="http://127.0.0.1:8080", sandbox_url="http://forge-proxy.forge.svc:8081",
+                            admin_token="t")  # one replica (a name, not an address: was a ValueError)
+        async with open_proxy(one, "smollm2", tmp_path, sandbox_hosts=["forge-proxy.forge.svc"]) as handle:
+            assert handle.url_for("forge-proxy.forge.svc") == "http://forge-proxy.forge.svc:8081"
+    asyncio.run(run())
