@@ -506,6 +506,38 @@ async def scale_storage(stack: ScaleStack) -> dict[str, dict]:
     return found
 
 
+async def scale_live(stack: ScaleStack, rollouts: int = 16, calls: int = 40) -> dict[str, float]:
+    """Memory of live rollouts: ``rollouts`` open rollouts of the 1-worker proxy each send the same 21 kB
+    body ``calls`` times (every call a fork) and are not finished; the proxy's RSS growth per call."""
+    import aiohttp
+
+    body = orjson.dumps({"model": "smollm2", "messages": agent_history(12), "tools": AGENT_TOOLS, "max_tokens": 64})
+    base = stack.urls["forge-w1"]
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=rollouts + 4)) as session:
+        created = []
+        for _ in range(rollouts):
+            async with session.post(base + "/rollouts", json={}, headers={"authorization": f"Bearer {ADMIN}"}) as r:
+                created.append(await r.json())
+
+        async def send(rollout: dict, n: int) -> None:
+            for _ in range(n):
+                async with session.post(rollout.get("base_url", base) + "/v1/chat/completions", data=body, headers={
+                        "authorization": f"Bearer {rollout['token']}", "content-type": "application/json"}) as resp:
+                    assert resp.status == 200, await resp.text()
+                    await resp.read()
+        await asyncio.gather(*(send(r, 2) for r in created))  # warm: caches, buffers
+        before = stack.rss_mb("forge-w1")
+        await asyncio.gather(*(send(r, calls) for r in created))
+        after = stack.rss_mb("forge-w1")
+        for rollout in created:
+            async with session.post(base + f"/rollouts/{rollout['id']}/finish", json={"reward": 0.0},
+                                    headers={"authorization": f"Bearer {ADMIN}"}) as r:
+                assert r.status == 200
+    n = rollouts * calls
+    return {"calls": n, "before_mb": before, "after_mb": after, "per_call_kb": (after - before) * 1024 / n,
+            "raw_kb": len(body) / 1024}
+
+
 async def scale_soak(stack: ScaleStack, seconds: float) -> list[tuple[float, int, float]]:
     """Fork-heavy traffic at 16 streams through the 1-worker proxy for ``seconds``: (time, calls, RSS MB) samples."""
     import aiohttp
@@ -544,6 +576,8 @@ def scale_main(args) -> None:
                               f"p99 {r['p99']*1000:7.2f} cpu {r['cpu_ms']:.2f} ms/call", flush=True)
             pairs = asyncio.run(scale_paired(stack, args.rounds))
             storage = asyncio.run(scale_storage(stack))
+            live = asyncio.run(scale_live(stack))
+            print(f"live forks: {live}", flush=True)
             soak = asyncio.run(scale_soak(stack, args.soak)) if args.soak else []
         finally:
             stack.stop()
@@ -577,6 +611,11 @@ def scale_main(args) -> None:
               "non-streamed:", "", "| traffic | raw JSON | stored | ratio |", "|---|---:|---:|---:|"]
     for kind, store in storage.items():
         lines.append(f"| {kind} | {store['raw']:,} B | {store['stored']:,} B | {store['stored'] / store['raw']:.2f}x |")
+    lines += ["", f"Memory of live rollouts: 16 open rollouts of the 1-worker proxy each send the forking body "
+              f"{live['calls'] // 16} times, unfinished ({live['calls']:,} forked calls):", "",
+              "| RSS before | RSS after | growth per call | raw request per call | ratio |", "|---:|---:|---:|---:|---:|",
+              f"| {live['before_mb']:.0f} MB | {live['after_mb']:.0f} MB | {live['per_call_kb']:.1f} kB | "
+              f"{live['raw_kb']:.1f} kB | {live['per_call_kb'] / live['raw_kb']:.2f}x |"]
     if soak:
         lines += ["", f"RSS of the 1-worker proxy under forking traffic at 16 streams for {args.soak:.0f} s "
                   "(rollouts finished as they end):", "", "| s | calls | RSS MB |", "|---:|---:|---:|"]
