@@ -506,7 +506,7 @@ async def scale_storage(stack: ScaleStack) -> dict[str, dict]:
     return found
 
 
-async def scale_live(stack: ScaleStack, rollouts: int = 16, calls: int = 40) -> dict[str, float]:
+async def scale_live(stack: ScaleStack, rollouts: int = 16, calls: int = 150) -> dict[str, float]:
     """Memory of live rollouts: ``rollouts`` open rollouts of the 1-worker proxy each send the same 21 kB
     body ``calls`` times (every call a fork) and are not finished; the proxy's RSS growth per call."""
     import aiohttp
