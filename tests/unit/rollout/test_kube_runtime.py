@@ -389,3 +389,49 @@ def test_forge_rollout_takes_the_kube_context_and_namespace(tmp_path: Path, monk
 
 async def _noop() -> None:
     return None
+
+
+class ModelShell(Shell):
+    """A shell agent that calls the model through the proxy URL and token the run hands it."""
+
+    uses_model = True
+
+    def invocation(self, ctx: AgentContext) -> Invocation:
+        return Invocation(["sh", "-c", self.script], env={"BASE": ctx.base_url, "KEY": ctx.api_key})
+
+
+@namespaces
+def test_a_model_calling_harness_reaches_a_proxy_the_pods_know_by_name(tmp_path: Path):
+    """On a cluster, pods reach the proxy by a DNS name (its Service, here ``localhost``): the run hands each
+    harness that name's URL and the rollout's token, and the call is recorded in the rollout's trajectory.
+    (The named address once crashed the run: ``ip_address('forge-proxy.<ns>.svc')`` raised ValueError.)"""
+    from openforgerl.rollout.proxy.engine import ScriptTurn
+    from openforgerl.rollout.proxy_handle import listen
+    from openforgerl.testing.proxy import ADMIN_TOKEN, InProcessProxy
+
+    task_dir = write_task(tmp_path / "tasks", "hello", image=IMAGE)
+    script = ('curl -sf -X POST "$BASE/v1/chat/completions" -H "authorization: Bearer $KEY" '
+              '-H "content-type: application/json" -d \'{"model": "m", "messages": [{"role": "user", '
+              '"content": "hi"}]}\' > /app/answer.json && echo hi > /app/hello.txt')
+    proxy = InProcessProxy([ScriptTurn(text="ok")])
+
+    async def main() -> list[Any]:
+        server, serving, port = await listen(proxy.app, "127.0.0.1", 0)
+        try:
+            async with FakeCluster() as cluster:
+                runtime = {"type": "kubernetes", "kubeconfig": str(cluster.kubeconfig(tmp_path / "kubeconfig.yaml")),
+                           "context": "fake", "attach_limit_sec": 1.0, "proxy_host": "localhost"}
+                cfg = RolloutConfig(tasks=[str(task_dir)], harness="nop", run_dir=str(tmp_path / "run"),
+                                    runtime=runtime, proxy={"url": f"http://127.0.0.1:{port}",
+                                                            "sandbox_url": f"http://localhost:{port}",
+                                                            "admin_token": ADMIN_TOKEN})
+                _, results = await run_rollouts(cfg, harness=ModelShell(script))
+                assert cluster.pods() == []
+                return results
+        finally:
+            server.should_exit = True
+            await serving
+    results = asyncio.run(main())
+    assert statuses(results) == [("success", 1.0)], results[0].reason
+    (rollout,) = [r for r in proxy.registry.by_id.values()]
+    assert [c.status for c in rollout.trajectory.calls] == ["ok"]
