@@ -52,10 +52,10 @@ PLAN_WORKERS = 8
 INLINE_DRAFT_S = 0.001
 INLINE_NEW_CHARS = 4096
 """A call is drafted on the event loop, not in a worker thread, when the rollout's last draft took under
-``INLINE_DRAFT_S`` and its messages hold at most ``INLINE_NEW_CHARS`` more characters than last time: with
-the render and token caches warm such a draft costs ~0.2 ms, about what the hop to a thread and back costs
-(measured on the 21 kB agent body). Anything else (a first call, a big new tool output, a cold cache) goes
-to a worker, so a long render never stalls the other streams."""
+``INLINE_DRAFT_S`` and its messages' size changed by at most ``INLINE_NEW_CHARS`` characters: with the render
+and token caches warm such a draft costs ~0.2 ms, about what the hop to a thread and back costs (measured on
+the 21 kB agent body). Anything else (a first call, a big new tool output, a compacted history, a cold cache)
+goes to a worker, so a long render never stalls the other streams."""
 
 
 def message_chars(messages: list[dict[str, Any]]) -> int:
@@ -204,7 +204,7 @@ class ProxyService:
         async with rollout.planning:
             heads = rollout.lineage.snapshot()
             chars, last = message_chars(request.messages), rollout.last_draft
-            if last is not None and last[0] < INLINE_DRAFT_S and chars - last[1] <= INLINE_NEW_CHARS:
+            if last is not None and last[0] < INLINE_DRAFT_S and abs(chars - last[1]) <= INLINE_NEW_CHARS:
                 plan, cost = self._timed_draft(rollout, request, heads, limit)
             else:
                 plan, cost = await self.offload(self._timed_draft, rollout, request, heads, limit)

@@ -52,6 +52,35 @@ def test_cheap_follow_up_calls_are_drafted_on_the_loop_and_big_new_outputs_in_a_
     assert [c["kind"] for c in trajectory["calls"]] == ["clean"] * 5
 
 
+def test_a_compacted_history_is_drafted_in_a_worker():
+    """A harness that compacts its history sends mostly new text in fewer characters: not a cheap draft."""
+    long_output = "y" * (service_module.INLINE_NEW_CHARS + 500)
+    threads: list[str] = []
+    original = service_module.ProxyService._draft
+
+    def spy(rollout, request, heads, limit):
+        threads.append("loop" if threading.current_thread() is threading.main_thread() else "worker")
+        return original(rollout, request, heads, limit)
+
+    system = {"role": "system", "content": "You are an agent."}
+    histories = [[system, {"role": "user", "content": long_output}],
+                 [system, {"role": "user", "content": long_output}],  # the same again: cheap
+                 [system, {"role": "user", "content": "summary of the work so far"}]]  # compacted
+    proxy = InProcessProxy([ScriptTurn(text="ok")])
+
+    async def scenario() -> None:
+        async with proxy.client() as client:
+            _, token = await proxy.new_rollout(client)
+            for messages in histories:
+                resp = await client.post("/v1/chat/completions", json={"model": "m", "messages": messages},
+                                         headers={"authorization": f"Bearer {token}"})
+                assert resp.status_code == 200, resp.text
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(service_module.ProxyService, "_draft", staticmethod(spy))
+        asyncio.run(scenario())
+    assert threads == ["worker", "loop", "worker"]
+
+
 def test_a_slow_draft_sends_the_next_one_to_a_worker(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(service_module, "INLINE_DRAFT_S", 0.0)  # every draft counts as slow
     threads, trajectory = run_loop(InProcessProxy([ScriptTurn(text="ok")]), ["small", "small"])
