@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import os
 import secrets
 from collections.abc import AsyncIterator, Sequence
@@ -24,6 +23,7 @@ from openforgerl.errors import ProviderError, ProxyError
 from openforgerl.rollout.proxy.allocation import ShardLoad
 from openforgerl.rollout.proxy.engine import EngineConfig, VLLMEngineConfig
 from openforgerl.rollout.proxy.server import QuietServer
+from openforgerl.rollout.runtime import is_loopback
 
 ADMIN_TOKEN_ENV = "FORGE_PROXY_ADMIN_TOKEN"
 
@@ -130,7 +130,7 @@ class ProxyHandle:
 
     def urls_for(self, address: str) -> list[str]:
         """Every shard's model API for sandboxes at ``address`` (each port must be open to them)."""
-        if _loopback(address) and address not in self.shards[0]["model_urls"]:
+        if is_loopback(address) and address not in self.shards[0]["model_urls"]:
             return [shard["base_url"] for shard in self.shards]
         if all(address in shard["model_urls"] for shard in self.shards):
             return [shard["model_urls"][address] for shard in self.shards]
@@ -201,14 +201,6 @@ class ProxyHandle:
     async def close(self) -> None:
         for client in self._clients:
             await client.aclose()
-
-
-def _loopback(address: str) -> bool:
-    """Whether ``address`` is this host's loopback (a DNS name, e.g. a cluster Service, never is)."""
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 async def check_engine(settings: ProxySettings) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import time
 from collections import Counter
@@ -37,7 +36,7 @@ from openforgerl.rollout.orchestrator import (
     network_mode,
 )
 from openforgerl.rollout.proxy_handle import ProxyHandle, check_engine, listen, open_proxy
-from openforgerl.rollout.runtime import NetworkMode, Reach, Runtime, is_ip
+from openforgerl.rollout.runtime import NetworkMode, Reach, Runtime, is_ip, is_loopback
 from openforgerl.rollout.runtimes import make_runtime
 from openforgerl.tasks import Task, find_task_dirs
 
@@ -92,7 +91,7 @@ class PreparedRun:
         save_resolved(self.config, run_dir)
         await self.runtime.sweep()
         self.runtime.size(self.config.concurrency)
-        hosts = sorted({r.address for r in self.reach.values() if r.address and not _loopback(r.address)})
+        hosts = sorted({r.address for r in self.reach.values() if r.address and not is_loopback(r.address)})
         async with _proxy_for(self.config, self.harness, run_dir, self.proxy, hosts) as handle, \
                 _judge_for(self.config, self.tasks, self.reach) as (judge, judge_urls):
             with contextlib.ExitStack() as opened:
@@ -197,16 +196,8 @@ async def _judge_for(config: RolloutConfig, tasks: list[Task],
 def _expose(reach: dict[NetworkMode, Reach], urls: dict[NetworkMode, str], opened: contextlib.ExitStack) -> None:
     for mode, url in urls.items():
         address, port = urlsplit(url).hostname, urlsplit(url).port
-        if address and port is not None and not _loopback(address):
+        if address and port is not None and not is_loopback(address):
             opened.enter_context(reach[mode].expose(port))
-
-
-def _loopback(address: str) -> bool:
-    """Whether ``address`` is this host's loopback (a DNS name, e.g. a cluster Service, never is)."""
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 def _named(address: str) -> bool:
@@ -223,7 +214,7 @@ def _model_urls(reach: dict[NetworkMode, Reach], handle: ProxyHandle | None,
         urls[mode] = handle.url_for(way.address)
         for url in handle.urls_for(way.address):  # every proxy shard's listener
             port = urlsplit(url).port
-            if not _loopback(way.address) and port is not None:
+            if not is_loopback(way.address) and port is not None:
                 opened.enter_context(way.expose(port))
     return urls
 
@@ -241,7 +232,7 @@ def _check_reach(config: RolloutConfig, harness: Harness, reach: dict[NetworkMod
                             "run cannot listen on",
                             fix="deploy the proxy where they reach it (forge k8s proxy | kubectl apply -f -) and set "
                                 "proxy.url, proxy.sandbox_url and FORGE_PROXY_ADMIN_TOKEN (docs/kubernetes.md)")
-        if config.proxy.url and not given_proxy and not _loopback(way.address) and not config.proxy.sandbox_url:
+        if config.proxy.url and not given_proxy and not is_loopback(way.address) and not config.proxy.sandbox_url:
             raise UserError(f"proxy.url is set, and {mode} sandboxes cannot reach {config.proxy.url}",
                             fix="start it with forge proxy --sandbox and set proxy.sandbox_url to the URL it "
                                 "prints, or run with network=host (unsafe)")

@@ -42,6 +42,14 @@ def is_ip(address: str) -> bool:
     return True
 
 
+def is_loopback(address: str) -> bool:
+    """Whether ``address`` is this host's loopback (a DNS name, e.g. a cluster Service, never is)."""
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
 NetworkMode = Literal["isolated", "bridge", "host", "none"]
 NETWORK_MODES: tuple[NetworkMode, ...] = get_args(NetworkMode)
 
