@@ -58,7 +58,7 @@ def recorded_trajectories(config: ProxyConfig) -> list[Trajectory]:
 def settle_heap() -> None:
     """Collect once, then take everything alive at start (tokenizer, template tables, the libraries: some
     380k objects) out of the cyclic collector's view. Otherwise each full collection walks them all: a
-    100-200 ms stop of the event loop every few thousand calls, which is the proxy's p99. Objects made
+    100-280 ms stop of the event loop every few thousand calls, which is the proxy's p99. Objects made
     later (rollouts, segments) are collected as before; a frozen object still goes when its count drops.
     The young generation is collected after 20,000 net allocations instead of 700: a 21 kB request alone
     parses into thousands of containers, so at 700 every few calls scanned the objects of all the calls in
