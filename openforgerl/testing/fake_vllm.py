@@ -3,7 +3,9 @@
 Serves ``GET /v1/models``, ``POST /v1/completions`` (token-id prompt, streamed token ids and
 logprobs, like vLLM's ``return_token_ids``) and ``POST /v1/chat/completions`` (streamed text, for
 clients and other proxies that talk to an OpenAI-compatible server directly). Every answer waits
-``latency_ms`` before its first token and ``token_ms`` between tokens. Used by ``bench/proxy.py``.
+``latency_ms`` before its first token and ``token_ms`` between tokens; a request's ``stream_interval`` batches
+that many tokens into each streamed chunk as vLLM does (the first and the last chunk at once). Used by
+``bench/proxy.py``.
 
 Run: ``python -m openforgerl.testing.fake_vllm --port 8001 --answer answer.json``
 (answer.json: ``{"token_ids": [...], "pieces": ["text of each id", ...]}``).
@@ -56,15 +58,15 @@ class FakeVLLM:
                     "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": orjson.dumps(data)})
 
-    def _completion_chunk(self, i: int, last: bool) -> dict[str, Any]:
+    def _completion_chunk(self, start: int, end: int, last: bool) -> dict[str, Any]:
         return {"id": "cmpl-fake", "object": "text_completion", "model": self.model, "choices": [{
-            "index": 0, "text": self.pieces[i], "token_ids": [self.token_ids[i]],
-            "logprobs": {"token_logprobs": [-0.5], "tokens": [self.pieces[i]]},
+            "index": 0, "text": "".join(self.pieces[start:end]), "token_ids": self.token_ids[start:end],
+            "logprobs": {"token_logprobs": [-0.5] * (end - start), "tokens": self.pieces[start:end]},
             "finish_reason": "stop" if last else None}]}
 
-    def _chat_chunk(self, i: int, last: bool) -> dict[str, Any]:
+    def _chat_chunk(self, start: int, end: int, last: bool) -> dict[str, Any]:
         return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": self.model, "choices": [{"index": 0, "delta": {"content": self.pieces[i]},
+                "model": self.model, "choices": [{"index": 0, "delta": {"content": "".join(self.pieces[start:end])},
                                                   "finish_reason": "stop" if last else None}]}
 
     async def _stream(self, send, request: dict[str, Any], chunk) -> None:
@@ -80,10 +82,14 @@ class FakeVLLM:
                 "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}})
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         await asyncio.sleep(self.latency)
+        interval, sent = max(1, int(request.get("stream_interval") or 1)), 0
         for i in range(n):
             if i and self.token_delay:
                 await asyncio.sleep(self.token_delay)
-            data = b"data: " + orjson.dumps(chunk(i, i == n - 1)) + b"\n\n"
+            if sent and i + 1 - sent < interval and i < n - 1:  # vLLM: the first, every interval-th, the last
+                continue
+            data = b"data: " + orjson.dumps(chunk(sent, i + 1, i == n - 1)) + b"\n\n"
+            sent = i + 1
             await send({"type": "http.response.body", "body": data, "more_body": True})
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 

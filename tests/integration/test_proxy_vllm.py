@@ -102,3 +102,28 @@ def test_streaming_dialects_stream_real_tokens(base_url, dialect):
     events = parse_sse(asyncio.run(scenario()).content)
     deltas = [d for name, d in events if name in ("response.output_text.delta", "content_block_delta")]
     assert len(deltas) >= 2 and events[-1][0] in ("response.completed", "response.incomplete", "message_stop")
+
+
+def test_vllm_batches_streamed_tokens_as_asked_and_samples_the_same(base_url):
+    """``engine.stream_interval``: vLLM sends the first token alone, then that many per chunk; greedy, the
+    tokens and logprobs are those of a chunk-per-token stream."""
+    from openforgerl.rollout.proxy.conversation import Sampling
+
+    template = policy_template()
+    prompt = template.encode(template.render([{"role": "user", "content": "Write a short poem about the sea."}],
+                                             None, True))
+
+    async def chunks(interval: int):
+        engine = VLLMEngine(VLLMEngineConfig(base_url=base_url, stream_interval=interval))
+        try:
+            return [c async for c in engine.stream(prompt, Sampling(max_tokens=24, temperature=0))]
+        finally:
+            await engine.aclose()
+
+    single, batched = asyncio.run(chunks(1)), asyncio.run(chunks(4))
+    assert [t for c in single for t in c.token_ids] == [t for c in batched for t in c.token_ids]
+    assert [p for c in single for p in c.logprobs] == pytest.approx([p for c in batched for p in c.logprobs],
+                                                                    abs=1e-3)
+    n = sum(len(c.token_ids) for c in batched)
+    # at most the first token alone then 4 per chunk (fewer chunks when two arrive in one read)
+    assert len(batched) <= 1 + -(-(n - 1) // 4) and len(single) > 2 * len(batched), [len(c.token_ids) for c in batched]

@@ -131,6 +131,8 @@ class VLLMEngine(Engine):
             return
         model, params = await self._params(prompt_ids, sampling)
         body = {"model": model, "prompt": prompt_ids, "stream": True, "return_token_ids": True, **params}
+        if self.config.stream_interval > 1:  # tokens per chunk: the proxy's work is per chunk
+            body["stream_interval"] = self.config.stream_interval
         async with self._errors("failed to stream"):
             resp = await self._post("/v1/completions", body)
             async with resp:

@@ -1,0 +1,102 @@
+"""Tokens per streamed chunk from vLLM (``engine.stream_interval``): fewer chunks for the proxy to relay,
+the same tokens recorded, the same text for the harness. The engine is the scripted vLLM stand-in on a
+real socket (it batches as vLLM does: the first token alone, then ``stream_interval`` at a time, the rest
+last); tests/integration/test_proxy_vllm.py checks the same against real vLLM."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+import uvicorn
+
+from openforgerl.rollout.proxy.conversation import Sampling
+from openforgerl.rollout.proxy.engine import VLLMEngineConfig
+from openforgerl.rollout.proxy.engines.vllm import VLLMEngine
+from openforgerl.testing.chat import CharTemplate
+from openforgerl.testing.fake_vllm import FakeVLLM
+from openforgerl.testing.ports import free_port
+from openforgerl.testing.proxy import PATHS, InProcessProxy, parse_sse
+
+ANSWER = "The tests pass now: 3 passed in 0.2s."
+
+
+@contextlib.asynccontextmanager
+async def fake_vllm(template: CharTemplate) -> AsyncIterator[str]:
+    ids = template.encode(ANSWER) + sorted(template.stop_ids)[:1]
+    app = FakeVLLM(ids, [template.decode([i]) for i in ids[:-1]] + [""], latency_ms=1, token_ms=1)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_level="warning"))
+    serving = asyncio.ensure_future(server.serve())
+    while not server.started:
+        assert not serving.done(), "the stand-in did not start"
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await serving
+
+
+async def chunks(base_url: str, interval: int) -> list[list[int]]:
+    engine = VLLMEngine(VLLMEngineConfig(base_url=base_url, stream_interval=interval))
+    try:
+        return [c.token_ids async for c in engine.stream([1, 2, 3], Sampling(max_tokens=200))]
+    finally:
+        await engine.aclose()
+
+
+@pytest.mark.parametrize("interval", [4, 8])
+def test_the_engine_asks_for_that_many_tokens_per_chunk_and_gets_the_same_tokens(interval):
+    template = CharTemplate()
+
+    async def scenario():
+        async with fake_vllm(template) as url:
+            return await chunks(url, 1), await chunks(url, interval)
+
+    single, batched = asyncio.run(scenario())
+    answer = template.encode(ANSWER) + sorted(template.stop_ids)[:1]
+    assert [t for c in single for t in c] == [t for c in batched for t in c] == answer
+    assert len(single) == len(answer)
+    # the first token alone (time to first token unchanged), then `interval` at a time, the rest last
+    assert batched[0] == answer[:1] and all(len(c) == interval for c in batched[1:-1])
+    assert 1 <= len(batched[-1]) <= interval and len(batched) == 1 + -(-(len(answer) - 1) // interval)
+
+
+def test_a_harness_gets_the_same_answer_and_the_record_the_same_tokens_in_fewer_chunks():
+    template = CharTemplate()
+    body = {"model": "smollm2", "messages": [{"role": "user", "content": "run the tests"}], "stream": True}
+
+    async def call(url: str, interval: int):
+        proxy = InProcessProxy(engine=VLLMEngine(VLLMEngineConfig(base_url=url, stream_interval=interval)),
+                               template=template)
+        async with proxy.client() as client:
+            rollout_id, token = await proxy.new_rollout(client)
+            resp = await client.post(PATHS["chat"], json=body, headers={"authorization": f"Bearer {token}"})
+            trajectory = await proxy.trajectory(client, rollout_id)
+        await proxy.engine.aclose()
+        return parse_sse(resp.content), trajectory
+
+    async def scenario():
+        async with fake_vllm(template) as url:
+            return await call(url, 1), await call(url, 8)
+
+    (single, one), (batched, eight) = asyncio.run(scenario())
+
+    def deltas(events):
+        return [d["choices"][0]["delta"]["content"] for _, d in events
+                if isinstance(d, dict) and d.get("choices") and d["choices"][0]["delta"].get("content")]
+    assert "".join(deltas(single)) == "".join(deltas(batched)) == ANSWER
+    # about a delta per token (one byte each here; the proxy merges what arrives together), against bursts of 8
+    assert len(deltas(single)) > len(ANSWER) / 2
+    assert len(deltas(batched)) <= 1 + -(-(len(ANSWER) - 1) // 8) < len(deltas(single)) / 3
+    assert one["segments"][0]["response_ids"] == eight["segments"][0]["response_ids"]
+    assert one["segments"][0]["logprobs"] == eight["segments"][0]["logprobs"]
+    assert one["calls"][0]["tokens_out"] == eight["calls"][0]["tokens_out"] == len(template.encode(ANSWER)) + 1
+
+
+def test_stream_interval_must_be_positive():
+    with pytest.raises(ValueError, match="stream_interval"):
+        VLLMEngineConfig(stream_interval=0)
