@@ -38,6 +38,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from openforgerl.rollout.proxy.engine import STREAM_INTERVAL  # noqa: E402
 from openforgerl.testing.ports import consecutive_ports  # noqa: E402
 from openforgerl.testing.proxy import policy_template  # noqa: E402
 
@@ -353,12 +354,14 @@ def agent_history(turns: int) -> list[dict]:
 class ScaleStack:
     """Upstream (fast scripted engine) + forge proxy with 1 worker + forge proxy with 2 workers."""
 
-    def __init__(self, tmp: Path, latency_ms: float, token_ms: float) -> None:
+    def __init__(self, tmp: Path, latency_ms: float, token_ms: float, answer: str = ANSWER,
+                 proxies: list[tuple[str, int, Path | None, list[str]]] | None = None) -> None:
         import psutil
 
         self.procs: list[subprocess.Popen] = []
+        self.answer = answer
         template = policy_template()
-        ids = template.encode(ANSWER) + sorted(template.stop_ids)[:1]
+        ids = template.encode(answer) + sorted(template.stop_ids)[:1]
         (tmp / "answer.json").write_bytes(orjson.dumps(
             {"token_ids": ids, "pieces": [template.decode([i]) for i in ids[:-1]] + [""]}))
         template.tokenizer.save_pretrained(str(tmp / "tokenizer"))
@@ -371,15 +374,17 @@ class ScaleStack:
         self.data_dirs: dict[str, Path] = {}
         self.pids: dict[str, list[int]] = {"direct": [self.procs[-1].pid]}
         self.shm = Path(tempfile.mkdtemp(prefix="forge-bench-", dir="/dev/shm")) if Path("/dev/shm").is_dir() else None
-        paths = [("forge-w1", 1, tmp / "forge-w1"), ("forge-w2", 2, tmp / "forge-w2")]
-        paths += [("forge-w1-shm", 1, self.shm)] if self.shm else []  # logs on tmpfs: the cost without the disk
-        for name, workers, data_dir in paths:
+        if proxies is None:
+            proxies = [("forge-w1", 1, tmp / "forge-w1", []), ("forge-w2", 2, tmp / "forge-w2", [])]
+            proxies += [("forge-w1-shm", 1, self.shm, [])] if self.shm else []  # logs on tmpfs: without the disk
+        for name, workers, data_dir, extra in proxies:
+            data_dir = data_dir or tmp / name
             port = consecutive_ports(workers + 1)
             self.urls[name] = f"http://127.0.0.1:{port}"
             self.data_dirs[name] = data_dir
             self._start([sys.executable, "-m", "openforgerl", "proxy", "--engine", "vllm", "--engine-url",
                          self.upstream, "--port", str(port), "--admin-token", ADMIN, "--data-dir",
-                         str(data_dir), "--tokenizer", str(tmp / "tokenizer"), "--workers", str(workers)],
+                         str(data_dir), "--tokenizer", str(tmp / "tokenizer"), "--workers", str(workers), *extra],
                         self.urls[name] + "/health")
             main = psutil.Process(self.procs[-1].pid)
             self.pids[name] = [main.pid] + [child.pid for child in main.children(recursive=True)]
@@ -433,7 +438,7 @@ async def scale_rollout(session, stack: ScaleStack, path: str, kind: str, stop_a
         out.append(time.perf_counter() - started)
         raw += len(body) + len(answer)
         if kind == "extend":
-            messages = messages + [{"role": "assistant", "content": ANSWER},
+            messages = messages + [{"role": "assistant", "content": stack.answer},
                                    {"role": "user", "content": f"output of step {turn}: " + "line of log\n" * 30}]
     if rollout_id:
         async with session.post(stack.urls[path] + f"/rollouts/{rollout_id}/finish", json={"reward": 0.0},
@@ -487,7 +492,7 @@ async def scale_paired(stack: ScaleStack, rounds: int) -> dict[str, list[float]]
                 times[p] = time.perf_counter() - started
             for p in paths:
                 added[p].append(times[p] - times["direct"])
-            messages = messages + [{"role": "assistant", "content": ANSWER},
+            messages = messages + [{"role": "assistant", "content": stack.answer},
                                    {"role": "user", "content": f"output of step {i}: " + "line of log\n" * 30}]
     return {p: sorted(v) for p, v in added.items()}
 
@@ -587,7 +592,9 @@ def scale_main(args) -> None:
              f"extending: each of a rollout's {SCALE_TURNS} calls resends the history plus the answer and a tool "
              f"output; forking: the same {len(orjson.dumps({'messages': agent_history(12), 'tools': AGENT_TOOLS})):,}"
              f"-byte body every call (so every call is a new segment). Upstream: the scripted vLLM stand-in, "
-             f"{latency_ms:.0f} ms to the first token, {token_ms} ms between tokens; each call streamed; rollouts "
+             f"{latency_ms:.0f} ms to the first token, {token_ms} ms between tokens, sent to the proxies "
+             f"{STREAM_INTERVAL} per chunk (the default `engine.stream_interval`; direct: a chunk per token); "
+             f"each call streamed; rollouts "
              f"finished after their calls. forge-w2: `forge proxy --workers 2` (rollouts created on the admin "
              f"port, calls sent to the shard's base_url). CPU: all the path's processes, per call. {args.seconds:.0f} s "
              f"per point after 1 s warm-up.", "",
@@ -633,6 +640,74 @@ def scale_main(args) -> None:
 
 
 SCALE_BEGIN, SCALE_END = "<!-- scale:begin -->", "<!-- scale:end -->"
+RELAY_BEGIN, RELAY_END = "<!-- relay:begin -->", "<!-- relay:end -->"
+RELAY_INTERVALS = (1, 4, 8, 16)
+
+
+def write_section(out: Path, begin: str, end: str, lines: list[str]) -> None:
+    """Replace the ``begin``..``end`` section of ``out`` (append it when there is none)."""
+    text = out.read_text() if out.exists() else "# Proxy benchmark\n"
+    section = "\n".join([begin, *lines, end]) + "\n"
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + section + text[text.index(end) + len(end) + 1:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    out.write_text(text)
+    print(section)
+
+
+def relay_main(args) -> None:
+    """CPU per relayed token: long streamed answers through proxies that ask vLLM for 1, 4, 8, 16 tokens per
+    chunk (``engine.stream_interval``), points interleaved over rounds, medians."""
+    latency_ms, token_ms, reps = 20.0, 1.0, 10
+    answer = " ".join([ANSWER] * reps)
+    template = policy_template()
+    n_tokens = len(template.encode(answer)) + 1
+    levels = (1, 16)
+    with tempfile.TemporaryDirectory(prefix="forge-bench-relay-") as tmp:
+        proxies = [(f"interval-{n}", 1, None, ["-o", f"engine.stream_interval={n}"]) for n in RELAY_INTERVALS]
+        stack = ScaleStack(Path(tmp), latency_ms, token_ms, answer=answer, proxies=proxies)
+        got: dict = {}
+        try:
+            for level in levels:
+                for path in stack.urls:  # warm-up
+                    asyncio.run(scale_point(stack, path, "extend", level, 1.0))
+            for rnd in range(args.rounds_relay):
+                for level in levels:
+                    for path in stack.urls:
+                        r = asyncio.run(scale_point(stack, path, "extend", level, args.seconds))
+                        got.setdefault((level, path), []).append(r)
+                        print(f"round {rnd} {level:3d} {path:12s} {r['rps']:7.1f}/s p50 {r['p50']*1000:7.1f} "
+                              f"p99 {r['p99']*1000:7.1f} cpu {r['cpu_ms']:.2f} ms/call", flush=True)
+        finally:
+            stack.stop()
+
+    def med(level: int, path: str, key: str) -> float:
+        return statistics.median(r[key] for r in got[(level, path)])
+    lines = ["## Long answers: CPU per relayed token, and tokens per chunk from vLLM", "",
+             f"`bench/proxy.py --relay` ({os.cpu_count()} cores shared by clients, upstream and proxies). Each call "
+             f"of the extending agent loop (21 kB body) gets a {n_tokens}-token answer, streamed; the upstream (the "
+             f"scripted vLLM stand-in) waits {latency_ms:.0f} ms, then makes a token every {token_ms:.0f} ms and "
+             "sends them in chunks as vLLM does for the request's `stream_interval` (the first token alone, then "
+             "that many per chunk, the rest last). One 1-worker forge proxy per setting "
+             "(`-o engine.stream_interval=N`), on one upstream; direct: the client on the upstream's chat route, a chunk "
+             "per token; "
+             f"points of {args.seconds:.0f} s interleaved over {args.rounds_relay} rounds, medians. CPU: the "
+             "proxy process per call, and that divided by the answer's tokens. (The sections from \"Fast engine\" to "
+             "\"Reading\" above were measured before the proxy asked for chunks: a chunk per token.)", "",
+             "| streams | tokens per chunk | req/s | p50 ms | p99 ms | proxy CPU ms/call | CPU us per token "
+             "| CPU vs 1 per chunk |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for level in levels:
+        base = med(level, "interval-1", "cpu_ms")
+        lines.append(f"| {level} | direct | {med(level, 'direct', 'rps'):.1f} | {med(level, 'direct', 'p50') * 1000:.1f} "
+                     f"| {med(level, 'direct', 'p99') * 1000:.1f} |  |  |  |")
+        for n in RELAY_INTERVALS:
+            path = f"interval-{n}"
+            cpu = med(level, path, "cpu_ms")
+            lines.append(f"| {level} | {n} | {med(level, path, 'rps'):.1f} | {med(level, path, 'p50') * 1000:.1f} | "
+                         f"{med(level, path, 'p99') * 1000:.1f} | {cpu:.2f} | {cpu / n_tokens * 1000:.1f} | "
+                         f"{cpu / base:.2f} |")
+    write_section(Path(args.out), RELAY_BEGIN, RELAY_END, lines)
 
 
 def main() -> None:
@@ -650,9 +725,15 @@ def main() -> None:
                         help="only the training-scale section: 21 kB agent body, extend vs fork, 1 vs 2 workers "
                              "(rewrites that section of --out)")
     parser.add_argument("--soak", type=float, default=0.0, help="with --scale: seconds of the RSS soak (0: none)")
+    parser.add_argument("--relay", action="store_true",
+                        help="only the long-answer section: CPU per relayed token by tokens per chunk from vLLM "
+                             "(rewrites that section of --out)")
+    parser.add_argument("--rounds-relay", type=int, default=3, help="with --relay: interleaved rounds")
     args = parser.parse_args()
     if args.scale:
         return scale_main(args)
+    if args.relay:
+        return relay_main(args)
     global LEVELS
     LEVELS = tuple(int(x) for x in args.levels.split(","))
     version = None
