@@ -586,7 +586,7 @@ def scale_main(args) -> None:
             soak = asyncio.run(scale_soak(stack, args.soak)) if args.soak else []
         finally:
             stack.stop()
-    lines = [SCALE_BEGIN, "## At training scale: the 21 kB agent body, extending and forking, 1 vs 2 workers", "",
+    lines = ["## At training scale: the 21 kB agent body, extending and forking, 1 vs 2 workers", "",
              f"`bench/proxy.py --scale` ({os.cpu_count()} cores shared by clients, upstream and proxies). Body: a "
              f"{len(AGENT_SYSTEM):,}-character system prompt, {len(AGENT_TOOLS)} tools and tool-call history; "
              f"extending: each of a rollout's {SCALE_TURNS} calls resends the history plus the answer and a tool "
@@ -627,16 +627,7 @@ def scale_main(args) -> None:
         lines += ["", f"RSS of the 1-worker proxy under forking traffic at 16 streams for {args.soak:.0f} s "
                   "(rollouts finished as they end):", "", "| s | calls | RSS MB |", "|---:|---:|---:|"]
         lines += [f"| {t:.0f} | {calls:,} | {rss:.0f} |" for t, calls, rss in soak]
-    lines.append(SCALE_END)
-    out = Path(args.out)
-    text = out.read_text() if out.exists() else "# Proxy benchmark\n"
-    section = "\n".join(lines) + "\n"
-    if SCALE_BEGIN in text and SCALE_END in text:
-        text = text[:text.index(SCALE_BEGIN)] + section + text[text.index(SCALE_END) + len(SCALE_END) + 1:]
-    else:
-        text = text.replace("\n## ", "\n" + section + "\n## ", 1) if "\n## " in text else text + "\n" + section
-    out.write_text(text)
-    print(section)
+    write_section(Path(args.out), SCALE_BEGIN, SCALE_END, lines)
 
 
 SCALE_BEGIN, SCALE_END = "<!-- scale:begin -->", "<!-- scale:end -->"
@@ -650,8 +641,8 @@ def write_section(out: Path, begin: str, end: str, lines: list[str]) -> None:
     section = "\n".join([begin, *lines, end]) + "\n"
     if begin in text and end in text:
         text = text[:text.index(begin)] + section + text[text.index(end) + len(end) + 1:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
+    else:  # a new section goes before the first one there is
+        text = text.replace("\n## ", "\n" + section + "\n## ", 1) if "\n## " in text else text + "\n" + section
     out.write_text(text)
     print(section)
 
