@@ -39,6 +39,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from openforgerl.rollout.proxy.engine import STREAM_INTERVAL  # noqa: E402
+from openforgerl.rollout.proxy.shards import RESTART_PAUSE_SEC  # noqa: E402
 from openforgerl.testing.ports import consecutive_ports  # noqa: E402
 from openforgerl.testing.proxy import policy_template  # noqa: E402
 
@@ -356,8 +357,6 @@ class ScaleStack:
 
     def __init__(self, tmp: Path, latency_ms: float, token_ms: float, answer: str = ANSWER,
                  proxies: list[tuple[str, int, Path | None, list[str]]] | None = None) -> None:
-        import psutil
-
         self.procs: list[subprocess.Popen] = []
         self.answer = answer
         template = policy_template()
@@ -377,17 +376,27 @@ class ScaleStack:
         if proxies is None:
             proxies = [("forge-w1", 1, tmp / "forge-w1", []), ("forge-w2", 2, tmp / "forge-w2", [])]
             proxies += [("forge-w1-shm", 1, self.shm, [])] if self.shm else []  # logs on tmpfs: without the disk
+        self.tmp = tmp
         for name, workers, data_dir, extra in proxies:
-            data_dir = data_dir or tmp / name
-            port = consecutive_ports(workers + 1)
-            self.urls[name] = f"http://127.0.0.1:{port}"
-            self.data_dirs[name] = data_dir
-            self._start([sys.executable, "-m", "openforgerl", "proxy", "--engine", "vllm", "--engine-url",
-                         self.upstream, "--port", str(port), "--admin-token", ADMIN, "--data-dir",
-                         str(data_dir), "--tokenizer", str(tmp / "tokenizer"), "--workers", str(workers), *extra],
-                        self.urls[name] + "/health")
-            main = psutil.Process(self.procs[-1].pid)
-            self.pids[name] = [main.pid] + [child.pid for child in main.children(recursive=True)]
+            self.add_proxy(name, workers, data_dir, extra)
+
+    def add_proxy(self, name: str, workers: int, data_dir: Path | None = None, extra: list[str] | None = None) -> float:
+        """Start ``forge proxy --workers N`` as path ``name``; returns seconds from spawn to a healthy /health."""
+        import psutil
+
+        data_dir = data_dir or self.tmp / name
+        port = consecutive_ports(workers + 1)
+        self.urls[name] = f"http://127.0.0.1:{port}"
+        self.data_dirs[name] = data_dir
+        started = time.perf_counter()
+        self._start([sys.executable, "-m", "openforgerl", "proxy", "--engine", "vllm", "--engine-url",
+                     self.upstream, "--port", str(port), "--admin-token", ADMIN, "--data-dir",
+                     str(data_dir), "--tokenizer", str(self.tmp / "tokenizer"), "--workers", str(workers),
+                     *(extra or [])], self.urls[name] + "/health")
+        took = time.perf_counter() - started
+        main = psutil.Process(self.procs[-1].pid)
+        self.pids[name] = [main.pid] + [child.pid for child in main.children(recursive=True)]
+        return took
 
     def _start(self, args: list[str], health: str) -> None:
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -701,6 +710,116 @@ def relay_main(args) -> None:
     write_section(Path(args.out), RELAY_BEGIN, RELAY_END, lines)
 
 
+SHARDS_BEGIN, SHARDS_END = "<!-- shards:begin -->", "<!-- shards:end -->"
+TOKENIZER_LOAD = """
+import json, resource, sys, time
+started = time.perf_counter()
+if sys.argv[1] == "AutoTokenizer":
+    from transformers import AutoTokenizer
+    AutoTokenizer.from_pretrained(sys.argv[2])
+else:
+    from openforgerl.rollout.proxy.template import load_chat_template
+    load_chat_template("policy", sys.argv[2])
+print(json.dumps({"load_s": time.perf_counter() - started, "torch": "torch" in sys.modules,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def wait_status(url: str, status: int, seconds: float = 120) -> float:
+    """Poll ``url`` every 50 ms until it answers ``status``; returns when it did (perf_counter)."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code == status:
+                return time.perf_counter()
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"{url} did not answer {status} within {seconds} s")
+
+
+def shards_main(args) -> None:
+    """What one proxy shard costs to start and keep: its tokenizer load (AutoTokenizer, as every shard did
+    before, vs the proxy's loader), time to healthy and RSS of ``forge proxy --workers N``, and how long
+    a shard killed with -9 takes to serve again."""
+    import psutil
+
+    rounds = args.rounds_shards
+    with tempfile.TemporaryDirectory(prefix="forge-bench-shards-") as tmp:
+        stack = ScaleStack(Path(tmp), 20.0, 0.5, proxies=[])
+        loads: dict[str, list[dict]] = {"AutoTokenizer": [], "forge proxy": []}
+        starts: dict[int, list[dict]] = {}
+        restarts: list[float] = []
+        try:
+            for rnd in range(rounds):
+                for how, got in loads.items():  # interleaved: each in a fresh process
+                    started = time.perf_counter()
+                    out = subprocess.run([sys.executable, "-c", TOKENIZER_LOAD, how, str(Path(tmp) / "tokenizer")],
+                                         capture_output=True, text=True, check=True,
+                                         env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+                    got.append({**orjson.loads(out.stdout.strip().splitlines()[-1]),
+                                "wall_s": time.perf_counter() - started})
+                for workers in (1, 2, 4):
+                    name = f"w{workers}-r{rnd}"
+                    took = stack.add_proxy(name, workers)
+                    asyncio.run(scale_point(stack, name, "extend", 16, 2.0))  # every shard has served calls
+                    mains = psutil.Process(stack.pids[name][0])
+                    front = mains.memory_info().rss / 2**20
+                    shards = [c for c in mains.children(recursive=True) if "openforgerl.rollout.proxy.shards"
+                              in " ".join(c.cmdline())]
+                    per_shard = [c.memory_info().rss / 2**20 for c in shards]
+                    if not shards:  # one worker: the proxy itself, no front
+                        per_shard, front = [front], 0.0
+                    starts.setdefault(workers, []).append({"start_s": took, "front_mb": front,
+                                                           "shard_mb": statistics.mean(per_shard),
+                                                           "total_mb": front + sum(per_shard)})
+                    if workers == 2:  # kill -9 one shard: how long until the admin port says all are healthy
+                        victim = next(c for c in shards if "shard-1.ready" in " ".join(c.cmdline()))
+                        killed = time.perf_counter()
+                        victim.kill()
+                        wait_status(stack.urls[name] + "/health", 503, 30)
+                        restarts.append(wait_status(stack.urls[name] + "/health", 200, 120) - killed)
+                    proc = stack.procs.pop()
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(timeout=60)
+                    print(f"round {rnd} workers {workers}: healthy after {took:.2f} s, front {front:.0f} MB, "
+                          f"shards {[round(m) for m in per_shard]} MB", flush=True)
+        finally:
+            stack.stop()
+
+    def med(rows: list[dict], key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+    auto, mine = loads["AutoTokenizer"], loads["forge proxy"]
+    lines = ["## Memory and start-up per shard", "",
+             f"`bench/proxy.py --shards` ({os.cpu_count()} cores; medians of {rounds} interleaved rounds). A proxy "
+             "shard is one process per core by default, so what one costs to load and keep is paid that many times "
+             "per node. Tokenizer load: a fresh Python process loads the policy tokenizer (as saved by "
+             "`save_pretrained`), through AutoTokenizer, as every shard did before, and through the proxy's own "
+             "loader (`load_chat_template`: the class the directory's `tokenizer_config.json` names, loaded "
+             "without transformers' auto module, whose import pulls in torch).", "",
+             "| tokenizer load | process wall s | load s | max RSS MB | torch imported |", "|---|---:|---:|---:|---|"]
+    for how, rows in loads.items():
+        lines.append(f"| {how} | {med(rows, 'wall_s'):.2f} | {med(rows, 'load_s'):.2f} | {med(rows, 'rss_mb'):.0f} "
+                     f"| {'yes' if rows[0]['torch'] else 'no'} |")
+    lines += ["", f"The proxy's loader vs AutoTokenizer: {med(mine, 'wall_s') / med(auto, 'wall_s'):.2f}x the wall "
+              f"time, {med(mine, 'rss_mb') / med(auto, 'rss_mb'):.2f}x the memory.", "",
+              "`forge proxy --workers N` (vLLM engine on the scripted stand-in, the 21 kB extending agent loop at "
+              "16 streams for 2 s so every shard has served calls): spawn to a healthy `/health` on the admin port, "
+              "and RSS of the admin front and of each shard.", "",
+              "| workers | start to healthy s | front RSS MB | RSS per shard MB | total RSS MB |",
+              "|---:|---:|---:|---:|---:|"]
+    for workers, rows in starts.items():
+        front = f"{med(rows, 'front_mb'):.0f}" if workers > 1 else "(none: one process)"
+        lines.append(f"| {workers} | {med(rows, 'start_s'):.1f} | {front} | "
+                     f"{med(rows, 'shard_mb'):.0f} | {med(rows, 'total_mb'):.0f} |")
+    lines += ["", f"kill -9 of one shard of `--workers 2`: the admin `/health` is back to 200 after "
+              f"{statistics.median(restarts):.2f} s (median of {len(restarts)}; it includes the supervisor's "
+              f"{RESTART_PAUSE_SEC:.0f} s pause before a restart)."]
+    write_section(Path(args.out), SHARDS_BEGIN, SHARDS_END, lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="measurement per point")
@@ -720,7 +839,13 @@ def main() -> None:
                         help="only the long-answer section: CPU per relayed token by tokens per chunk from vLLM "
                              "(rewrites that section of --out)")
     parser.add_argument("--rounds-relay", type=int, default=3, help="with --relay: interleaved rounds")
+    parser.add_argument("--shards", action="store_true",
+                        help="only the per-shard section: tokenizer load, start-up and RSS of --workers 1/2/4, "
+                             "restart after kill -9 (rewrites that section of --out)")
+    parser.add_argument("--rounds-shards", type=int, default=3, help="with --shards: interleaved rounds")
     args = parser.parse_args()
+    if args.shards:
+        return shards_main(args)
     if args.scale:
         return scale_main(args)
     if args.relay:

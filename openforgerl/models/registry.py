@@ -132,15 +132,43 @@ def write_checkpoint_marker(directory: Path, model: str, **extra: object) -> Non
                                                encoding="utf-8")
 
 
+GENERIC_TOKENIZER_CLASSES = frozenset({"TokenizersBackend", "PreTrainedTokenizerFast"})
+"""``tokenizer_class`` values that name transformers' generic wrapper of a ``tokenizer.json`` (one class under
+two names), which ``hf_tokenizer`` loads without AutoTokenizer."""
+
+
+def hf_tokenizer(directory: str | Path) -> PreTrainedTokenizerBase:
+    """What ``AutoTokenizer.from_pretrained(directory)`` gives, without importing torch when it can.
+
+    AutoTokenizer's module imports transformers' generation code, which imports torch (and triton):
+    ~350 MB and seconds of start-up in every proxy shard, none of it used to tokenise. A directory whose
+    ``tokenizer_config.json`` names the generic fast class (what ``forge model pull`` and
+    ``save_pretrained`` of such a tokenizer write) is loaded through that class directly, the same class
+    AutoTokenizer would resolve; any other class goes through AutoTokenizer.
+    """
+    try:
+        config = json.loads((Path(directory) / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    generic = isinstance(config, dict) and config.get("tokenizer_class") in GENERIC_TOKENIZER_CLASSES
+    if generic and (Path(directory) / "tokenizer.json").is_file():
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+        return TokenizersBackend.from_pretrained(str(directory))
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(directory))
+
+
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     """The Hugging Face tokenizer of a pulled model, with our tool-capable chat template set."""
     directory = require_pulled(name)
     try:
-        from transformers import AutoTokenizer
+        import transformers  # noqa: F401
     except ImportError as exc:
         raise UserError(f"transformers is not installed, needed to load the {name} tokenizer",
                         fix=MODEL_EXTRA_HINT) from exc
-    tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    tokenizer = hf_tokenizer(directory)
     # The package's template wins over the copy saved at pull time, so a template fix needs no re-pull.
     tokenizer.chat_template = chat_template_text(name)
     return tokenizer

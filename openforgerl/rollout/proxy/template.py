@@ -370,11 +370,13 @@ def load_chat_template(model: str, tokenizer_dir: str | None = None) -> ChatTemp
 
     if tokenizer_dir:
         try:
-            from transformers import AutoTokenizer
+            import transformers  # noqa: F401
+
+            from openforgerl.models.registry import hf_tokenizer
         except ImportError as exc:
             raise UserError("loading a tokenizer needs transformers",
                             fix='pip install "openforgerl[model]"') from exc
-        template = HFChatTemplate(AutoTokenizer.from_pretrained(tokenizer_dir))
+        template = HFChatTemplate(hf_tokenizer(tokenizer_dir))
         warn_without_tools(template, tokenizer_dir)
         return template
     try:
