@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import signal
 import socket
@@ -650,8 +651,9 @@ def write_section(out: Path, begin: str, end: str, lines: list[str]) -> None:
     section = "\n".join([begin, *lines, end]) + "\n"
     if begin in text and end in text:
         text = text[:text.index(begin)] + section + text[text.index(end) + len(end) + 1:]
-    else:  # a new section goes before the first one there is
-        text = text.replace("\n## ", "\n" + section + "\n## ", 1) if "\n## " in text else text + "\n" + section
+    else:  # a new section goes before the first one there is (its begin marker, or its heading)
+        starts = [m.start() for m in re.finditer(r"^(<!-- \w+:begin -->|## )", text, re.M)]
+        text = text[:starts[0]] + section + "\n" + text[starts[0]:] if starts else text + "\n" + section
     out.write_text(text)
     print(section)
 
@@ -740,6 +742,30 @@ def wait_status(url: str, status: int, seconds: float = 120) -> float:
     raise SystemExit(f"{url} did not answer {status} within {seconds} s")
 
 
+async def first_calls(stack: ScaleStack, path: str, n: int) -> list[float]:
+    """Seconds of the first call of ``n`` new rollouts, one after another, on a proxy that has served nothing:
+    rollouts go to the least loaded shard, so with N workers calls 1..N are each shard's first, call N+1 is
+    the first call of a rollout on a shard that has served one."""
+    import aiohttp
+
+    out = []
+    body = orjson.dumps({"model": "smollm2", "messages": agent_history(0), "tools": AGENT_TOOLS, "stream": True,
+                         "max_tokens": 64})
+    async with aiohttp.ClientSession() as session:
+        for _ in range(n):
+            async with session.post(stack.urls[path] + "/rollouts", json={},
+                                    headers={"authorization": f"Bearer {ADMIN}"}) as r:
+                created = await r.json()
+            started = time.perf_counter()
+            async with session.post(created.get("base_url", stack.urls[path]) + "/v1/chat/completions", data=body,
+                                    headers={"authorization": f"Bearer {created['token']}",
+                                             "content-type": "application/json"}) as resp:
+                answer = await resp.read()
+                assert resp.status == 200, answer[:300]
+            out.append(time.perf_counter() - started)
+    return out
+
+
 def shards_main(args) -> None:
     """What one proxy shard costs to start and keep: its tokenizer load (AutoTokenizer, as every shard did
     before, vs the proxy's loader), time to healthy and RSS of ``forge proxy --workers N``, and how long
@@ -764,6 +790,7 @@ def shards_main(args) -> None:
                 for workers in (1, 2, 4):
                     name = f"w{workers}-r{rnd}"
                     took = stack.add_proxy(name, workers)
+                    firsts = asyncio.run(first_calls(stack, name, workers + 1))
                     asyncio.run(scale_point(stack, name, "extend", 16, 2.0))  # every shard has served calls
                     mains = psutil.Process(stack.pids[name][0])
                     front = mains.memory_info().rss / 2**20
@@ -774,7 +801,8 @@ def shards_main(args) -> None:
                         per_shard, front = [front], 0.0
                     starts.setdefault(workers, []).append({"start_s": took, "front_mb": front,
                                                            "shard_mb": statistics.mean(per_shard),
-                                                           "total_mb": front + sum(per_shard)})
+                                                           "total_mb": front + sum(per_shard),
+                                                           "first_ms": firsts[0] * 1000, "later_ms": firsts[-1] * 1000})
                     if workers == 2:  # kill -9 one shard: how long until the admin port says all are healthy
                         victim = next(c for c in shards if "shard-1.ready" in " ".join(c.cmdline()))
                         killed = time.perf_counter()
@@ -807,13 +835,17 @@ def shards_main(args) -> None:
               f"time, {med(mine, 'rss_mb') / med(auto, 'rss_mb'):.2f}x the memory.", "",
               "`forge proxy --workers N` (vLLM engine on the scripted stand-in, the 21 kB extending agent loop at "
               "16 streams for 2 s so every shard has served calls): spawn to a healthy `/health` on the admin port, "
-              "and RSS of the admin front and of each shard.", "",
-              "| workers | start to healthy s | front RSS MB | RSS per shard MB | total RSS MB |",
-              "|---:|---:|---:|---:|---:|"]
+              "and RSS of the admin front and of each shard. First call: the first streamed call (21 kB body) the "
+              "fresh proxy serves, vs the first call of a rollout on a shard that has served one (the same body, "
+              "20 ms upstream).", "",
+              "| workers | start to healthy s | front RSS MB | RSS per shard MB | total RSS MB | first call ms "
+              "| a later rollout's first call ms |",
+              "|---:|---:|---:|---:|---:|---:|---:|"]
     for workers, rows in starts.items():
         front = f"{med(rows, 'front_mb'):.0f}" if workers > 1 else "(none: one process)"
         lines.append(f"| {workers} | {med(rows, 'start_s'):.1f} | {front} | "
-                     f"{med(rows, 'shard_mb'):.0f} | {med(rows, 'total_mb'):.0f} |")
+                     f"{med(rows, 'shard_mb'):.0f} | {med(rows, 'total_mb'):.0f} | {med(rows, 'first_ms'):.1f} | "
+                     f"{med(rows, 'later_ms'):.1f} |")
     lines += ["", f"kill -9 of one shard of `--workers 2`: the admin `/health` is back to 200 after "
               f"{statistics.median(restarts):.2f} s (median of {len(restarts)}; it includes the supervisor's "
               f"{RESTART_PAUSE_SEC:.0f} s pause before a restart)."]

@@ -29,6 +29,7 @@ log = get_logger(__name__)
 def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine: Engine | None = None) -> ProxyApp:
     """The ASGI app for ``config``; recovers the rollouts found in ``config.data_dir``."""
     template = template or load_chat_template(config.model, config.tokenizer)
+    template.prepare()
     parser = make_tool_parser(config.tool_parser)
     engine = engine or make_engine(config.engine, template, parser)
     store = Store(config.data_dir)

@@ -131,6 +131,10 @@ class ChatTemplate(ABC):
         has more than ``n`` tokens, without tokenising it. The default suits BPE vocabularies."""
         return 128
 
+    def prepare(self) -> None:
+        """Make now the checks and tables a first call would otherwise wait for (the proxy calls this
+        before it listens, so a fresh shard's first call costs what any other does)."""
+
 
 def byte_level_alphabet() -> dict[str, int]:
     """GPT-2 byte-level BPE: the printable character that stands for each byte, inverted."""
@@ -281,6 +285,14 @@ class HFChatTemplate(ChatTemplate):
                   {"role": "user", "content": "y"}]
         text = self.render(sample, None, True)
         return self._pieces(text) == self.encode(text)
+
+    def prepare(self):
+        if self._incremental is None:
+            self._incremental = self._check_incremental()
+        if self._piecewise is None:
+            self._piecewise = self._check_piecewise()
+        self.max_token_chars()
+        self.token_bytes()
 
     def max_token_chars(self):
         """The longest token in the vocabulary, special ones included (byte-level vocabularies spell each

@@ -113,3 +113,23 @@ def test_agent_loops_through_the_proxy_match_a_full_render_on_every_call(policy,
     trajectory = asyncio.run(loop())
     assert len(trajectory["calls"]) == len(steps)
     assert all(c["status"] == "ok" for c in trajectory["calls"])
+
+
+def test_a_built_proxy_has_made_its_template_checks_before_the_first_call(policy, tmp_path, monkeypatch):
+    """``build_app`` prepares the template (render and encode checks, the byte table, the longest token), so
+    a fresh shard's first call does not wait for them (they took ~0.25 s of the first call before)."""
+    from copy import deepcopy
+
+    fresh = HFChatTemplate(deepcopy(policy.tokenizer))
+    InProcessProxy(data_dir=tmp_path, template=fresh)
+
+    def again(*_args, **_kwargs):
+        raise AssertionError("a one-time check ran again at call time")
+    for name in ("_check_incremental", "_check_piecewise", "_byte_table"):
+        monkeypatch.setattr(fresh, name, again)
+    monkeypatch.setattr(fresh.tokenizer, "get_vocab", again)
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u é"}]
+    text = fresh.render(messages, TOOLS, True)
+    assert text == policy.full_render(messages, TOOLS, True)
+    assert fresh.encode_prompt(text) == policy.encode(text)
+    assert fresh.token_bytes() and fresh.max_token_chars() > 1
