@@ -58,20 +58,27 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, seconds: float = 120) -> None:
+def wait_status(url: str, accept, seconds: float = 120, proc: subprocess.Popen | None = None,
+                every: float = 0.05) -> float:
+    """Poll ``url`` until its status passes ``accept``; returns when it did (perf_counter). Stops the bench
+    when ``proc`` exits first or ``seconds`` pass."""
     import httpx
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if proc is not None and proc.poll() is not None:
             raise SystemExit(f"{proc.args[:3]} exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
         try:
-            if httpx.get(url, timeout=1).status_code < 500:
-                return
+            if accept(httpx.get(url, timeout=1).status_code):
+                return time.perf_counter()
         except httpx.TransportError:
             pass
-        time.sleep(0.25)
-    raise SystemExit(f"{url} not healthy after {seconds} s")
+        time.sleep(every)
+    raise SystemExit(f"{url} did not answer as expected within {seconds} s")
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, seconds: float = 120) -> None:
+    wait_status(url, lambda status: status < 500, seconds, proc, every=0.25)
 
 
 class Stack:
@@ -423,16 +430,30 @@ class ScaleStack:
             shutil.rmtree(self.shm, ignore_errors=True)
 
 
+async def scale_route(session, stack: ScaleStack, path: str) -> tuple[str, str, str]:
+    """Where a new rollout on ``path`` sends its calls: (base URL, key, rollout id); direct: the upstream."""
+    if path == "direct":
+        return stack.upstream, "x", ""
+    async with session.post(stack.urls[path] + "/rollouts", json={}, headers={"authorization": f"Bearer {ADMIN}"}) as r:
+        created = await r.json()
+    return created.get("base_url", stack.urls[path]), created["token"], created["id"]
+
+
+async def post_chat(session, base: str, key: str, body: bytes) -> bytes:
+    """One chat call, read to the end (a stream to [DONE]); anything but 200 stops the bench."""
+    async with session.post(base + "/v1/chat/completions", data=body, headers={
+            "authorization": f"Bearer {key}", "content-type": "application/json"}) as resp:
+        answer = await resp.read()
+        assert resp.status == 200, answer[:300]
+    return answer
+
+
 async def scale_rollout(session, stack: ScaleStack, path: str, kind: str, stop_at: float, out: list,
                         stream: bool = True) -> tuple[int, int]:
     """One rollout of ``SCALE_TURNS`` calls (extending: each call resends the history plus the answer and a
     tool output; forking: the same 21 kB body every call), finished at the end; returns raw JSON bytes
     (requests + answers) and the rollout's id."""
-    base, key, rollout_id = stack.urls[path], "x", ""
-    if path != "direct":
-        async with session.post(base + "/rollouts", json={}, headers={"authorization": f"Bearer {ADMIN}"}) as r:
-            created = await r.json()
-        key, rollout_id, base = created["token"], created["id"], created.get("base_url", base)
+    base, key, rollout_id = await scale_route(session, stack, path)
     messages = agent_history(12) if kind == "fork" else agent_history(0)
     raw = 0
     for turn in range(SCALE_TURNS):
@@ -441,10 +462,7 @@ async def scale_rollout(session, stack: ScaleStack, path: str, kind: str, stop_a
         body = orjson.dumps({"model": "smollm2", "messages": messages, "tools": AGENT_TOOLS, "stream": stream,
                              "max_tokens": 64})
         started = time.perf_counter()
-        async with session.post(base + "/v1/chat/completions", data=body, headers={
-                "authorization": f"Bearer {key}", "content-type": "application/json"}) as resp:
-            answer = await resp.read()
-            assert resp.status == 200, answer[:300]
+        answer = await post_chat(session, base, key, body)
         out.append(time.perf_counter() - started)
         raw += len(body) + len(answer)
         if kind == "extend":
@@ -482,23 +500,18 @@ async def scale_paired(stack: ScaleStack, rounds: int) -> dict[str, list[float]]
     paths = [p for p in ("forge-w1", "forge-w2", "forge-w1-shm") if p in stack.urls]
     added: dict[str, list[float]] = {p: [] for p in paths}
     async with aiohttp.ClientSession() as session:
-        routes: dict[str, tuple[str, str]] = {}
+        routes: dict[str, tuple[str, str, str]] = {}
         for i in range(rounds):
             if i % SCALE_TURNS == 0:
                 messages = agent_history(0)
-                for p in paths:
-                    async with session.post(stack.urls[p] + "/rollouts", json={},
-                                            headers={"authorization": f"Bearer {ADMIN}"}) as r:
-                        created = await r.json()
-                    routes[p] = (created.get("base_url", stack.urls[p]), created["token"])
+                for p in ["direct", *paths]:
+                    routes[p] = await scale_route(session, stack, p)
             body = orjson.dumps({"model": "smollm2", "messages": messages, "tools": AGENT_TOOLS, "stream": True,
                                  "max_tokens": 64})
             times = {}
-            for p, (base, key) in [("direct", (stack.upstream, "x")), *routes.items()]:
+            for p, (base, key, _) in routes.items():
                 started = time.perf_counter()
-                async with session.post(base + "/v1/chat/completions", data=body, headers={
-                        "authorization": f"Bearer {key}", "content-type": "application/json"}) as resp:
-                    await resp.read()
+                await post_chat(session, base, key, body)
                 times[p] = time.perf_counter() - started
             for p in paths:
                 added[p].append(times[p] - times["direct"])
@@ -727,21 +740,6 @@ print(json.dumps({"load_s": time.perf_counter() - started, "torch": "torch" in s
 """
 
 
-def wait_status(url: str, status: int, seconds: float = 120) -> float:
-    """Poll ``url`` every 50 ms until it answers ``status``; returns when it did (perf_counter)."""
-    import httpx
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1).status_code == status:
-                return time.perf_counter()
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise SystemExit(f"{url} did not answer {status} within {seconds} s")
-
-
 async def first_calls(stack: ScaleStack, path: str, n: int) -> list[float]:
     """Seconds of the first call of ``n`` new rollouts, one after another, on a proxy that has served nothing:
     rollouts go to the least loaded shard, so with N workers calls 1..N are each shard's first, call N+1 is
@@ -753,15 +751,9 @@ async def first_calls(stack: ScaleStack, path: str, n: int) -> list[float]:
                          "max_tokens": 64})
     async with aiohttp.ClientSession() as session:
         for _ in range(n):
-            async with session.post(stack.urls[path] + "/rollouts", json={},
-                                    headers={"authorization": f"Bearer {ADMIN}"}) as r:
-                created = await r.json()
+            base, key, _ = await scale_route(session, stack, path)
             started = time.perf_counter()
-            async with session.post(created.get("base_url", stack.urls[path]) + "/v1/chat/completions", data=body,
-                                    headers={"authorization": f"Bearer {created['token']}",
-                                             "content-type": "application/json"}) as resp:
-                answer = await resp.read()
-                assert resp.status == 200, answer[:300]
+            await post_chat(session, base, key, body)
             out.append(time.perf_counter() - started)
     return out
 
@@ -807,8 +799,9 @@ def shards_main(args) -> None:
                         victim = next(c for c in shards if "shard-1.ready" in " ".join(c.cmdline()))
                         killed = time.perf_counter()
                         victim.kill()
-                        wait_status(stack.urls[name] + "/health", 503, 30)
-                        restarts.append(wait_status(stack.urls[name] + "/health", 200, 120) - killed)
+                        wait_status(stack.urls[name] + "/health", lambda status: status == 503, 30)
+                        restarts.append(wait_status(stack.urls[name] + "/health", lambda status: status == 200)
+                                        - killed)
                     proc = stack.procs.pop()
                     proc.send_signal(signal.SIGTERM)
                     proc.wait(timeout=60)
