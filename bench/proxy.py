@@ -380,6 +380,7 @@ class ScaleStack:
         self.urls = {"direct": self.upstream}
         self.data_dirs: dict[str, Path] = {}
         self.pids: dict[str, list[int]] = {"direct": [self.procs[-1].pid]}
+        self.plain = {"direct"}  # paths without rollouts: the upstream itself and the bare relays
         self.shm = Path(tempfile.mkdtemp(prefix="forge-bench-", dir="/dev/shm")) if Path("/dev/shm").is_dir() else None
         if proxies is None:
             proxies = [("forge-w1", 1, tmp / "forge-w1", []), ("forge-w2", 2, tmp / "forge-w2", [])]
@@ -405,6 +406,18 @@ class ScaleStack:
         main = psutil.Process(self.procs[-1].pid)
         self.pids[name] = [main.pid] + [child.pid for child in main.children(recursive=True)]
         return took
+
+    def add_relay(self, name: str, record: bool) -> None:
+        """Start the bare relay (bench/passthrough.py) as path ``name``, its log in this stack's directory."""
+        port = free_port()
+        self.urls[name] = f"http://127.0.0.1:{port}"
+        record_dir = self.tmp / name
+        record_dir.mkdir()
+        self._start([sys.executable, str(Path(__file__).parent / "passthrough.py"), "--port", str(port),
+                     "--upstream", self.upstream, "--stream-interval", str(STREAM_INTERVAL),
+                     *(["--record", str(record_dir)] if record else [])], self.urls[name] + "/health")
+        self.pids[name] = [self.procs[-1].pid]
+        self.plain.add(name)
 
     def _start(self, args: list[str], health: str) -> None:
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -432,8 +445,8 @@ class ScaleStack:
 
 async def scale_route(session, stack: ScaleStack, path: str) -> tuple[str, str, str]:
     """Where a new rollout on ``path`` sends its calls: (base URL, key, rollout id); direct: the upstream."""
-    if path == "direct":
-        return stack.upstream, "x", ""
+    if path in stack.plain:
+        return stack.urls[path], "x", ""
     async with session.post(stack.urls[path] + "/rollouts", json={}, headers={"authorization": f"Bearer {ADMIN}"}) as r:
         created = await r.json()
     return created.get("base_url", stack.urls[path]), created["token"], created["id"]
@@ -493,11 +506,11 @@ async def scale_point(stack: ScaleStack, path: str, kind: str, streams: int, sec
             "cpu_ms": cpu / max(1, len(out)) * 1000}
 
 
-async def scale_paired(stack: ScaleStack, rounds: int) -> dict[str, list[float]]:
+async def scale_paired(stack: ScaleStack, rounds: int, paths: list[str] | None = None) -> dict[str, list[float]]:
     """Added latency at one stream: each round sends the same extending call direct, then through each proxy."""
     import aiohttp
 
-    paths = [p for p in ("forge-w1", "forge-w2", "forge-w1-shm") if p in stack.urls]
+    paths = paths or [p for p in ("forge-w1", "forge-w2", "forge-w1-shm") if p in stack.urls]
     added: dict[str, list[float]] = {p: [] for p in paths}
     async with aiohttp.ClientSession() as session:
         routes: dict[str, tuple[str, str, str]] = {}
@@ -725,6 +738,73 @@ def relay_main(args) -> None:
     write_section(Path(args.out), RELAY_BEGIN, RELAY_END, lines)
 
 
+FLOOR_BEGIN, FLOOR_END = "<!-- floor:begin -->", "<!-- floor:end -->"
+FLOOR_PATHS = ("direct", "relay", "relay-rec", "forge-w1", "forge-w1-shm")
+
+
+def floor_main(args) -> None:
+    """forge's proxy against the least a Python proxy on the same stack does per call (bench/passthrough.py):
+    points interleaved over rounds, medians; then added latency at one stream, paired."""
+    latency_ms, token_ms, levels = 20.0, 0.5, (1, 16)
+    with tempfile.TemporaryDirectory(prefix="forge-bench-floor-") as tmp:
+        stack = ScaleStack(Path(tmp), latency_ms, token_ms, proxies=[("forge-w1", 1, None, [])])
+        stack.add_relay("relay", record=False)
+        stack.add_relay("relay-rec", record=True)
+        if stack.shm:
+            stack.add_proxy("forge-w1-shm", 1, stack.shm)
+        paths = [p for p in FLOOR_PATHS if p in stack.urls]
+        got: dict = {}
+        try:
+            for kind in ("extend", "fork"):
+                for path in paths:  # warm-up
+                    asyncio.run(scale_point(stack, path, kind, 16, 1.0))
+            for rnd in range(args.rounds_floor):
+                for kind in ("extend", "fork"):
+                    for level in levels:
+                        for path in paths:
+                            r = asyncio.run(scale_point(stack, path, kind, level, args.seconds))
+                            got.setdefault((kind, level, path), []).append(r)
+                            print(f"round {rnd} {kind:6s} {level:3d} {path:10s} {r['rps']:7.1f}/s p50 "
+                                  f"{r['p50']*1000:6.1f} p99 {r['p99']*1000:6.1f} cpu {r['cpu_ms']:.2f} ms/call",
+                                  flush=True)
+            pairs = asyncio.run(scale_paired(stack, args.rounds, paths[1:]))
+        finally:
+            stack.stop()
+
+    def med(kind: str, level: int, path: str, key: str) -> float:
+        return statistics.median(r[key] for r in got[(kind, level, path)])
+    lines = ["## The floor: forge against a bare Python relay on the same stack", "",
+             f"`bench/proxy.py --floor` ({os.cpu_count()} cores shared by clients, upstream and proxies). The 21 kB "
+             "agent body of the scale section, extending and forking, each call streamed; upstream: the scripted "
+             f"vLLM stand-in, {latency_ms:.0f} ms to the first token, {token_ms} ms between tokens, "
+             f"{STREAM_INTERVAL} per chunk to every path but direct. relay: `bench/passthrough.py`, the same serving "
+             "stack as forge (uvicorn, uvloop, httptools, raw ASGI, aiohttp to the engine) doing the least a proxy "
+             "can: read and parse the body, forward it to the upstream's chat route, relay the answer's bytes. "
+             "relay-rec: the same, plus an append of request and answer to one file, fdatasync'd before the last "
+             "bytes go out. forge-w1: `forge proxy` with one worker, logs on the same disk (its CPU includes "
+             f"creating and finishing a rollout every {SCALE_TURNS} calls); forge-w1-shm: the same with its logs "
+             f"on tmpfs, where fdatasync returns at once. Points of {args.seconds:.0f} s "
+             f"interleaved over {args.rounds_floor} rounds, medians; CPU: the path's server process per call.", "",
+             "| traffic | streams | path | req/s | p50 ms | p99 ms | CPU ms/call | CPU over relay-rec ms |",
+             "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for kind in ("extend", "fork"):
+        for level in levels:
+            floor = med(kind, level, "relay-rec", "cpu_ms")
+            for path in paths:
+                cpu = med(kind, level, path, "cpu_ms")
+                over = f"{cpu - floor:+.2f}" if path.startswith("forge") else ""
+                shown_cpu = "" if path == "direct" else f"{cpu:.2f}"
+                p50, p99 = med(kind, level, path, "p50") * 1000, med(kind, level, path, "p99") * 1000
+                lines.append(f"| {kind} | {level} | {path} | {med(kind, level, path, 'rps'):.1f} | {p50:.1f} | "
+                             f"{p99:.1f} | {shown_cpu} | {over} |")
+    lines += ["", f"Added latency at one stream over direct, paired ({args.rounds} rounds of extending calls):", "",
+              "| path | added p50 ms | added p90 ms | added p99 ms |", "|---|---:|---:|---:|"]
+    for path, values in pairs.items():
+        lines.append(f"| {path} | {pct(values, 50)*1000:+.2f} | {pct(values, 90)*1000:+.2f} | "
+                     f"{pct(values, 99)*1000:+.2f} |")
+    write_section(Path(args.out), FLOOR_BEGIN, FLOOR_END, lines)
+
+
 SHARDS_BEGIN, SHARDS_END = "<!-- shards:begin -->", "<!-- shards:end -->"
 TOKENIZER_LOAD = """
 import json, resource, sys, time
@@ -868,7 +948,13 @@ def main() -> None:
                         help="only the per-shard section: tokenizer load, start-up and RSS of --workers 1/2/4, "
                              "restart after kill -9 (rewrites that section of --out)")
     parser.add_argument("--rounds-shards", type=int, default=3, help="with --shards: interleaved rounds")
+    parser.add_argument("--floor", action="store_true",
+                        help="only the floor section: forge against a bare Python relay on the same stack "
+                             "(rewrites that section of --out)")
+    parser.add_argument("--rounds-floor", type=int, default=3, help="with --floor: interleaved rounds")
     args = parser.parse_args()
+    if args.floor:
+        return floor_main(args)
     if args.shards:
         return shards_main(args)
     if args.scale:
