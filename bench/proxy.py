@@ -748,13 +748,13 @@ def floor_main(args) -> None:
     latency_ms, token_ms, levels = 20.0, 0.5, (1, 16)
     with tempfile.TemporaryDirectory(prefix="forge-bench-floor-") as tmp:
         stack = ScaleStack(Path(tmp), latency_ms, token_ms, proxies=[("forge-w1", 1, None, [])])
-        stack.add_relay("relay", record=False)
-        stack.add_relay("relay-rec", record=True)
-        if stack.shm:
-            stack.add_proxy("forge-w1-shm", 1, stack.shm)
-        paths = [p for p in FLOOR_PATHS if p in stack.urls]
         got: dict = {}
-        try:
+        try:  # the relays start inside: a relay that fails to start still stops what had started
+            stack.add_relay("relay", record=False)
+            stack.add_relay("relay-rec", record=True)
+            if stack.shm:
+                stack.add_proxy("forge-w1-shm", 1, stack.shm)
+            paths = [p for p in FLOOR_PATHS if p in stack.urls]
             for kind in ("extend", "fork"):
                 for path in paths:  # warm-up
                     asyncio.run(scale_point(stack, path, kind, 16, 1.0))
