@@ -389,8 +389,10 @@ class ScaleStack:
         for name, workers, data_dir, extra in proxies:
             self.add_proxy(name, workers, data_dir, extra)
 
-    def add_proxy(self, name: str, workers: int, data_dir: Path | None = None, extra: list[str] | None = None) -> float:
-        """Start ``forge proxy --workers N`` as path ``name``; returns seconds from spawn to a healthy /health."""
+    def add_proxy(self, name: str, workers: int, data_dir: Path | None = None, extra: list[str] | None = None,
+                  source: Path | None = None) -> float:
+        """Start ``forge proxy --workers N`` as path ``name`` (``source``: the package from that checkout, e.g.
+        an earlier commit's); returns seconds from spawn to a healthy /health."""
         import psutil
 
         data_dir = data_dir or self.tmp / name
@@ -401,7 +403,7 @@ class ScaleStack:
         self._start([sys.executable, "-m", "openforgerl", "proxy", "--engine", "vllm", "--engine-url",
                      self.upstream, "--port", str(port), "--admin-token", ADMIN, "--data-dir",
                      str(data_dir), "--tokenizer", str(self.tmp / "tokenizer"), "--workers", str(workers),
-                     *(extra or [])], self.urls[name] + "/health")
+                     *(extra or [])], self.urls[name] + "/health", source)
         took = time.perf_counter() - started
         main = psutil.Process(self.procs[-1].pid)
         self.pids[name] = [main.pid] + [child.pid for child in main.children(recursive=True)]
@@ -419,9 +421,11 @@ class ScaleStack:
         self.pids[name] = [self.procs[-1].pid]
         self.plain.add(name)
 
-    def _start(self, args: list[str], health: str) -> None:
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+    def _start(self, args: list[str], health: str, source: Path | None = None) -> None:
+        env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error"}
+        if source is not None:  # run from there (``-m`` puts the working directory first on the path)
+            env["PYTHONPATH"] = os.pathsep.join([str(source), *filter(None, [env.get("PYTHONPATH")])])
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=source)
         self.procs.append(proc)
         wait_healthy(health, proc, seconds=240)
 
@@ -805,6 +809,80 @@ def floor_main(args) -> None:
     write_section(Path(args.out), FLOOR_BEGIN, FLOOR_END, lines)
 
 
+JOURNAL_BEGIN, JOURNAL_END = "<!-- journal:begin -->", "<!-- journal:end -->"
+
+
+def journal_main(args) -> None:
+    """Group commit A/B: this checkout's proxy (one journal per shard, one fdatasync per batch) against the
+    proxy of ``--baseline`` (an fdatasync per rollout log per event), both with their logs on the same disk,
+    and this one on tmpfs (no sync cost at all); extending and forking, points interleaved over rounds."""
+    latency_ms, token_ms, levels = 20.0, 0.5, (1, 16, 64)
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="forge-bench-journal-") as tmp:
+        baseline = Path(tmp) / "baseline"
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(baseline), args.baseline],
+                       check=True, capture_output=True)
+        stack = None
+        got: dict = {}
+        try:
+            stack = ScaleStack(Path(tmp), latency_ms, token_ms, proxies=[("forge-journal", 1, None, [])])
+            stack.add_proxy("forge-per-log", 1, source=baseline)
+            if stack.shm:
+                stack.add_proxy("forge-shm", 1, stack.shm)
+            paths = [p for p in ("direct", "forge-per-log", "forge-journal", "forge-shm") if p in stack.urls]
+            for kind in ("extend", "fork"):
+                for path in paths:  # warm-up
+                    asyncio.run(scale_point(stack, path, kind, 16, 1.0))
+            for rnd in range(args.rounds_journal):
+                for kind in ("extend", "fork"):
+                    for level in levels:
+                        for path in paths:
+                            r = asyncio.run(scale_point(stack, path, kind, level, args.seconds))
+                            got.setdefault((kind, level, path), []).append(r)
+                            print(f"round {rnd} {kind:6s} {level:3d} {path:13s} {r['rps']:7.1f}/s p50 "
+                                  f"{r['p50']*1000:6.1f} p99 {r['p99']*1000:6.1f} cpu {r['cpu_ms']:.2f} ms/call",
+                                  flush=True)
+            pairs = asyncio.run(scale_paired(stack, args.rounds, paths[1:]))
+        finally:
+            if stack is not None:
+                stack.stop()
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(baseline)], check=False,
+                           capture_output=True)
+    rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", args.baseline], capture_output=True,
+                         text=True).stdout.strip()
+
+    def med(kind: str, level: int, path: str, key: str) -> float:
+        return statistics.median(r[key] for r in got[(kind, level, path)])
+    lines = ["## Group commit: one journal per shard vs an fdatasync per rollout log", "",
+             f"`bench/proxy.py --journal --baseline {args.baseline}` ({os.cpu_count()} cores shared by clients, "
+             "upstream and proxies). The 21 kB agent body, extending and forking, each call streamed; upstream: "
+             f"the scripted vLLM stand-in, {latency_ms:.0f} ms to the first token, {token_ms} ms between tokens. "
+             f"forge-per-log: `forge proxy` (1 worker) of commit {rev}, before group commit: each event written "
+             "and fdatasync'd to its rollout's log. forge-journal: this checkout's, the same but its events go "
+             "through one journal per shard, a batch of them per fdatasync. Both with their logs on the same disk; "
+             "forge-shm: this checkout's with its logs on tmpfs, where a sync costs nothing (the bound for any "
+             f"sync scheme). Points of {args.seconds:.0f} s interleaved over {args.rounds_journal} rounds, medians; "
+             "CPU: the proxy process per call (it includes creating and finishing a rollout every "
+             f"{SCALE_TURNS} calls).", "",
+             "| traffic | streams | path | req/s | p50 ms | p99 ms | p99/p50 | CPU ms/call | CPU vs per-log |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for kind in ("extend", "fork"):
+        for level in levels:
+            base = med(kind, level, "forge-per-log", "cpu_ms")
+            for path in paths:
+                cpu = med(kind, level, path, "cpu_ms")
+                p50, p99 = med(kind, level, path, "p50") * 1000, med(kind, level, path, "p99") * 1000
+                shown = ("", "") if path == "direct" else (f"{cpu:.2f}", f"{cpu / base:.2f}")
+                lines.append(f"| {kind} | {level} | {path} | {med(kind, level, path, 'rps'):.1f} | {p50:.1f} | "
+                             f"{p99:.1f} | {p99 / p50:.2f} | {shown[0]} | {shown[1]} |")
+    lines += ["", f"Added latency at one stream over direct, paired ({args.rounds} rounds of extending calls):", "",
+              "| path | added p50 ms | added p90 ms | added p99 ms |", "|---|---:|---:|---:|"]
+    for path, values in pairs.items():
+        lines.append(f"| {path} | {pct(values, 50)*1000:+.2f} | {pct(values, 90)*1000:+.2f} | "
+                     f"{pct(values, 99)*1000:+.2f} |")
+    write_section(Path(args.out), JOURNAL_BEGIN, JOURNAL_END, lines)
+
+
 SHARDS_BEGIN, SHARDS_END = "<!-- shards:begin -->", "<!-- shards:end -->"
 TOKENIZER_LOAD = """
 import json, resource, sys, time
@@ -952,7 +1030,13 @@ def main() -> None:
                         help="only the floor section: forge against a bare Python relay on the same stack "
                              "(rewrites that section of --out)")
     parser.add_argument("--rounds-floor", type=int, default=3, help="with --floor: interleaved rounds")
+    parser.add_argument("--journal", action="store_true",
+                        help="group commit A/B: this checkout's proxy against --baseline's (per-log fdatasync)")
+    parser.add_argument("--baseline", default="8f95b3e", help="with --journal: the commit to compare against")
+    parser.add_argument("--rounds-journal", type=int, default=3, help="with --journal: interleaved rounds")
     args = parser.parse_args()
+    if args.journal:
+        return journal_main(args)
     if args.floor:
         return floor_main(args)
     if args.shards:

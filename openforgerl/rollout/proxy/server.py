@@ -34,6 +34,7 @@ def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine:
     engine = engine or make_engine(config.engine, template, parser)
     store = Store(config.data_dir)
     store.check_writable()  # before recovery writes to logs, and before a harness is answered unrecorded
+    store.replay_journal()  # what a machine crash took from the logs since the journal's last checkpoint
     registry = Registry(template, parser, store, token_prefix=shard_prefix(config.shard, config.shards))
     recovered = registry.recover()
     if recovered:

@@ -161,7 +161,6 @@ class ProxyService:
         self.max_context_tokens = max_context_tokens
         self._engine_context: int | None = None  # asked from the engine until it answers
         self._slots = asyncio.Semaphore(max_inflight) if max_inflight > 0 else None
-        self._io = ThreadPoolExecutor(max_workers=8, thread_name_prefix="forge-wal")
         self._cpu = ThreadPoolExecutor(max_workers=PLAN_WORKERS, thread_name_prefix="forge-plan")
 
     def _capped(self, sampling: Sampling, left: int | None = None) -> Sampling:
@@ -334,9 +333,10 @@ class ProxyService:
                 rollout.trajectory.truncated = why
 
     async def write(self, rollout: Rollout, event: dict) -> None:
-        """Append ``event`` to the rollout's log and fdatasync it, off the event loop."""
-        if rollout.log:
-            await asyncio.get_running_loop().run_in_executor(self._io, rollout.log.append, event)
+        """Append ``event`` to the rollout's log, durable on return (the store's group-commit journal:
+        the events written meanwhile share one fdatasync), off the event loop."""
+        if rollout.log and self.registry.store is not None:
+            await self.registry.store.journal.append(rollout.log, event)
 
     async def create_rollout(self, metadata: dict, rollout_id: str | None) -> tuple[Rollout, str]:
         rollout, token, event = self.registry.create(metadata, rollout_id)
@@ -402,7 +402,8 @@ class ProxyService:
 
     async def aclose(self) -> None:
         await self.engine.aclose()
-        self._io.shutdown(wait=True)
+        if self.registry.store is not None:
+            await asyncio.to_thread(self.registry.store.close)
         self._cpu.shutdown(wait=False, cancel_futures=True)
 
 

@@ -136,5 +136,5 @@ def test_no_admin_request_makes_the_proxy_fail(route, data, segment):
         message = resp.json()["error"]["message"]
         assert message and "\n" not in message
     files = {p.name for p in proxy().data_dir.rglob("*") if p.is_file()}
-    assert all(name.endswith(".log") for name in files)  # and all of them in rollouts/
-    assert {p.parent for p in proxy().data_dir.rglob("*.log")} <= {proxy().data_dir / "rollouts"}
+    assert all(name.endswith(".log") or name.startswith("journal-") and name.endswith(".wal") for name in files)  # and all of them in rollouts/
+    assert {p.parent for p in proxy().data_dir.rglob("*") if p.is_file()} <= {proxy().data_dir / "rollouts"}

@@ -22,7 +22,7 @@ from openforgerl.rollout.proxy.conversation import BadRequest
 from openforgerl.rollout.proxy.engine import ScriptedEngineConfig, ScriptTurn, VLLMEngineConfig
 from openforgerl.rollout.proxy.engines.scripted import ScriptedEngine
 from openforgerl.rollout.proxy.engines.vllm import VLLMEngine
-from openforgerl.rollout.proxy.store import RolloutLog, Store
+from openforgerl.rollout.proxy.store import Journal, RolloutLog, Store
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
 from openforgerl.testing.chat import CharTemplate
 from openforgerl.testing.proxy import ADMIN_TOKEN, PATHS, InProcessProxy, parse_sse
@@ -283,7 +283,7 @@ def disk(monkeypatch):
     """A disk that fills up on demand: ``full`` fails every write with ENOSPC; ``sync_full`` lets the
     bytes reach the file and fails their fdatasync (delayed allocation), so the write must be cut back."""
     state = SimpleNamespace(full=False, sync_full=False)
-    write = RolloutLog._write
+    write, journal_write = RolloutLog._write, Journal._write
 
     def failing(self, line, sync):
         if state.full:
@@ -291,7 +291,16 @@ def disk(monkeypatch):
         write(self, line, sync and not state.sync_full)
         if sync and state.sync_full:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def journal_failing(self, blob):  # the proxy's writes: log unsynced, then the journal's one sync
+        if state.full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if state.sync_full:
+            os.write(self._fds[self._active], blob)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        journal_write(self, blob)
     monkeypatch.setattr(RolloutLog, "_write", failing)
+    monkeypatch.setattr(Journal, "_write", journal_failing)
     return state
 
 
