@@ -192,6 +192,7 @@ class Store:
         self._open: OrderedDict[int, RolloutLog] = OrderedDict()  # most recently used last
         self._lock = threading.Lock()
         self._journal: Journal | None = None
+        self._repairs: dict[str, tuple[int, bytes, int]] | None = None
 
     @property
     def journal(self) -> Journal:
@@ -204,7 +205,10 @@ class Store:
 
     def replay_journal(self) -> int:
         """Before recovery: restore what a machine crash took from the logs (see ``replay_journal``)."""
-        return replay_journal(self.root)
+        restored = replay_journal(self.root)
+        with self._lock:
+            self._repairs = {}  # the logs hold it all now
+        return restored
 
     def close(self) -> None:
         """Stop the journal's writer after a checkpoint (what it holds is then in the synced logs)."""
@@ -245,20 +249,40 @@ class Store:
                 self._open.move_to_end(id(log))
 
     def scan(self) -> Iterator[tuple[str, bytes]]:
-        """Every rollout log on disk (id, raw bytes), oldest first."""
+        """Every rollout log on disk (id, raw bytes), oldest first, as the journal would leave it: a
+        store only read (an export after a machine crash, before the proxy restarts) sees what the
+        journal holds and the logs lost, without writing."""
+        repairs = self._journal_repairs()
         for path in sorted(self.root.glob("*.log"), key=lambda p: p.stat().st_mtime):
             try:
                 data = path.read_bytes()
             except OSError as exc:  # a log that cannot be read is a rollout that cannot be recovered
                 raise storage_error(exc, f"read {path}") from exc
-            yield path.stem, data
+            yield path.stem, repaired(data, repairs.get(path.stem))
+        for rollout_id, repair in repairs.items():
+            if not (self.root / f"{rollout_id}.log").exists():
+                yield rollout_id, repaired(b"", repair)
 
     def read(self, rollout_id: str) -> list[dict[str, Any]]:
         path = self.root / f"{rollout_id}.log"
+        repair = self._journal_repairs().get(rollout_id)
         try:
-            return parse_events(path.read_bytes(), str(path)) if path.exists() else []
+            data = path.read_bytes() if path.exists() else b""
         except OSError as exc:
             raise storage_error(exc, f"read {path}") from exc
+        data = repaired(data, repair)
+        return parse_events(data, str(path)) if data else []
+
+    def _journal_repairs(self) -> dict[str, tuple[int, bytes, int]]:
+        """Read once: a proxy replays its journal before it first scans, so it finds nothing here."""
+        with self._lock:
+            if self._repairs is None:
+                self._repairs = journal_repairs(self.root)[1]
+            return self._repairs
+
+
+def repaired(data: bytes, repair: tuple[int, bytes, int] | None) -> bytes:
+    return data if repair is None else data[:repair[0]] + repair[1]
 
 
 JOURNALS = ("journal-0.wal", "journal-1.wal")
@@ -477,14 +501,17 @@ def read_journal(data: bytes) -> tuple[int, list[tuple[str, int, bytes]]]:
     return generation, entries
 
 
-def replay_journal(root: Path) -> int:
-    """Give each log back what the journal holds and the log lost (a machine crash between a batch and
-    the checkpoint that syncs its logs), sync them, empty the journal. Returns the events restored.
+def journal_repairs(root: Path) -> tuple[list[Path], dict[str, tuple[int, bytes, int]]]:
+    """What the journal files in ``root`` hold that the logs lost (a machine crash between a batch and
+    the checkpoint that syncs its logs), without writing anything: the journal files read, and per
+    rollout id (keep, tail, events): the log should be its first ``keep`` bytes, then ``tail``.
 
     Per log, from its first journaled event the log does not hold at its offset, the log is cut there
     and every later journaled event rewritten in order (``start`` lines written after that point,
     never journaled, are dropped: they only mark calls in flight). A log that is gone gets back only
-    what starts with its ``open`` event (a removed log is not brought back from a fragment)."""
+    what starts with its ``open`` event (a removed log is not brought back from a fragment). Next to a
+    running proxy every journaled event is already in its log (written before it was journaled), so
+    nothing is repaired."""
     files = []
     for path in (root / name for name in JOURNALS):
         try:
@@ -497,7 +524,7 @@ def replay_journal(root: Path) -> int:
     for _, _, journaled in sorted(files, key=lambda f: f[1]):  # the older generation first
         for rollout_id, offset, line in journaled:
             per_log.setdefault(rollout_id, []).append((offset, line))
-    restored = 0
+    repairs = {}
     for rollout_id, entries in per_log.items():
         log_path = root / f"{rollout_id}.log"
         try:
@@ -516,14 +543,25 @@ def replay_journal(root: Path) -> int:
         keep = min(entries[first][0], len(have or b""))
         head = (have or b"")[:keep]
         if head and not head.endswith(b"\n"):
-            head = head[:head.rfind(b"\n") + 1]  # a torn line at the cut
+            keep = head.rfind(b"\n") + 1  # a torn line at the cut
         lines = b"".join(line for _, line in entries[first:])
-        tail = lines[1:] if lines.startswith(b"\n") and (not head or head.endswith(b"\n")) else lines
+        tail = lines[1:] if lines.startswith(b"\n") and (not keep or head[keep - 1:keep] == b"\n") else lines
+        repairs[rollout_id] = (keep, tail, len(entries) - first)
+    return [path for path, _, _ in files], repairs
+
+
+def replay_journal(root: Path) -> int:
+    """Give each log back what the journal holds and the log lost (see ``journal_repairs``), sync them,
+    empty the journal. Returns the events restored."""
+    files, repairs = journal_repairs(root)
+    restored = 0
+    for rollout_id, (keep, tail, events) in repairs.items():
+        log_path = root / f"{rollout_id}.log"
         try:  # cut, then append: a crash meanwhile leaves the head as it was and the journal whole
             fd = os.open(log_path, os.O_WRONLY | os.O_CREAT, 0o600)
             try:
-                os.ftruncate(fd, len(head))
-                view, at = memoryview(tail), len(head)
+                os.ftruncate(fd, keep)
+                view, at = memoryview(tail), keep
                 while view:
                     done = os.pwrite(fd, view, at)
                     view, at = view[done:], at + done
@@ -532,9 +570,9 @@ def replay_journal(root: Path) -> int:
                 os.close(fd)
         except OSError as exc:
             raise storage_error(exc, f"restore {log_path} from the journal") from exc
-        restored += len(entries) - first
-        log.warning("journal: restored %d events of %s its log had lost", len(entries) - first, rollout_id)
-    for path, _, _ in files:
+        restored += events
+        log.warning("journal: restored %d events of %s its log had lost", events, rollout_id)
+    for path in files:
         try:
             sync_dir(root)
             with open(path, "r+b") as journal:

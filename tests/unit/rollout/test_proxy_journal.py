@@ -80,6 +80,26 @@ def test_a_machine_crash_loses_nothing_the_journal_holds(tmp_path):
     assert Store(tmp_path).replay_journal() == 0 and logs(store) == before  # replay is idempotent
 
 
+def test_reading_after_a_machine_crash_sees_what_the_journal_holds_without_writing(tmp_path):
+    # An export of a crashed proxy's data dir before the proxy restarts: the journal is not replayed
+    # (the reader writes nothing) but what it reads is what a replay would leave.
+    store = Store(tmp_path)
+    asyncio.run(write_rollouts(store, rollouts=3, events=5))
+    before = logs(store)
+    root = store.root
+    (root / "r0.log").write_bytes(before["r0"][: len(before["r0"]) // 3])
+    (root / "r1.log").unlink()
+    damaged, journal = logs(store), {name: (root / name).read_bytes() for name in JOURNALS if (root / name).exists()}
+    reader = Store(tmp_path)
+    assert dict(reader.scan()) == before
+    assert all(reader.read(rid) == parse_events(data, rid) for rid, data in before.items())
+    assert logs(store) == damaged and reader._journal is None
+    assert {name: (root / name).read_bytes() for name in journal} == journal
+    # Once the proxy replays, a reader finds nothing more in the journal and the same events in the logs.
+    assert Store(tmp_path).replay_journal() > 0
+    assert dict(Store(tmp_path).scan()) == before == logs(store)
+
+
 def test_a_torn_or_corrupt_journal_tail_is_where_replay_stops(tmp_path):
     store = Store(tmp_path)
     asyncio.run(write_rollouts(store, rollouts=1, events=3))
