@@ -746,31 +746,47 @@ FLOOR_BEGIN, FLOOR_END = "<!-- floor:begin -->", "<!-- floor:end -->"
 FLOOR_PATHS = ("direct", "relay", "relay-rec", "forge-w1", "forge-w1-shm")
 
 
+def interleaved(stack: ScaleStack, paths: list[str], levels: tuple[int, ...], rounds: int,
+                seconds: float) -> dict:
+    """Points of every path, extending and forking, at each level, interleaved over ``rounds`` (after a
+    warm-up of each): {(kind, level, path): [point per round]}."""
+    got: dict = {}
+    for kind in ("extend", "fork"):
+        for path in paths:
+            asyncio.run(scale_point(stack, path, kind, 16, 1.0))
+    for rnd in range(rounds):
+        for kind in ("extend", "fork"):
+            for level in levels:
+                for path in paths:
+                    r = asyncio.run(scale_point(stack, path, kind, level, seconds))
+                    got.setdefault((kind, level, path), []).append(r)
+                    print(f"round {rnd} {kind:6s} {level:3d} {path:13s} {r['rps']:7.1f}/s p50 "
+                          f"{r['p50']*1000:6.1f} p99 {r['p99']*1000:6.1f} cpu {r['cpu_ms']:.2f} ms/call", flush=True)
+    return got
+
+
+def added_latency(pairs: dict[str, list[float]], rounds: int) -> list[str]:
+    lines = ["", f"Added latency at one stream over direct, paired ({rounds} rounds of extending calls):", "",
+             "| path | added p50 ms | added p90 ms | added p99 ms |", "|---|---:|---:|---:|"]
+    for path, values in pairs.items():
+        lines.append(f"| {path} | {pct(values, 50)*1000:+.2f} | {pct(values, 90)*1000:+.2f} | "
+                     f"{pct(values, 99)*1000:+.2f} |")
+    return lines
+
+
 def floor_main(args) -> None:
     """forge's proxy against the least a Python proxy on the same stack does per call (bench/passthrough.py):
     points interleaved over rounds, medians; then added latency at one stream, paired."""
     latency_ms, token_ms, levels = 20.0, 0.5, (1, 16)
     with tempfile.TemporaryDirectory(prefix="forge-bench-floor-") as tmp:
         stack = ScaleStack(Path(tmp), latency_ms, token_ms, proxies=[("forge-w1", 1, None, [])])
-        got: dict = {}
         try:  # the relays start inside: a relay that fails to start still stops what had started
             stack.add_relay("relay", record=False)
             stack.add_relay("relay-rec", record=True)
             if stack.shm:
                 stack.add_proxy("forge-w1-shm", 1, stack.shm)
             paths = [p for p in FLOOR_PATHS if p in stack.urls]
-            for kind in ("extend", "fork"):
-                for path in paths:  # warm-up
-                    asyncio.run(scale_point(stack, path, kind, 16, 1.0))
-            for rnd in range(args.rounds_floor):
-                for kind in ("extend", "fork"):
-                    for level in levels:
-                        for path in paths:
-                            r = asyncio.run(scale_point(stack, path, kind, level, args.seconds))
-                            got.setdefault((kind, level, path), []).append(r)
-                            print(f"round {rnd} {kind:6s} {level:3d} {path:10s} {r['rps']:7.1f}/s p50 "
-                                  f"{r['p50']*1000:6.1f} p99 {r['p99']*1000:6.1f} cpu {r['cpu_ms']:.2f} ms/call",
-                                  flush=True)
+            got = interleaved(stack, paths, levels, args.rounds_floor, args.seconds)
             pairs = asyncio.run(scale_paired(stack, args.rounds, paths[1:]))
         finally:
             stack.stop()
@@ -801,11 +817,7 @@ def floor_main(args) -> None:
                 p50, p99 = med(kind, level, path, "p50") * 1000, med(kind, level, path, "p99") * 1000
                 lines.append(f"| {kind} | {level} | {path} | {med(kind, level, path, 'rps'):.1f} | {p50:.1f} | "
                              f"{p99:.1f} | {shown_cpu} | {over} |")
-    lines += ["", f"Added latency at one stream over direct, paired ({args.rounds} rounds of extending calls):", "",
-              "| path | added p50 ms | added p90 ms | added p99 ms |", "|---|---:|---:|---:|"]
-    for path, values in pairs.items():
-        lines.append(f"| {path} | {pct(values, 50)*1000:+.2f} | {pct(values, 90)*1000:+.2f} | "
-                     f"{pct(values, 99)*1000:+.2f} |")
+    lines += added_latency(pairs, args.rounds)
     write_section(Path(args.out), FLOOR_BEGIN, FLOOR_END, lines)
 
 
@@ -823,25 +835,13 @@ def journal_main(args) -> None:
         subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(baseline), args.baseline],
                        check=True, capture_output=True)
         stack = None
-        got: dict = {}
         try:
             stack = ScaleStack(Path(tmp), latency_ms, token_ms, proxies=[("forge-journal", 1, None, [])])
             stack.add_proxy("forge-per-log", 1, source=baseline)
             if stack.shm:
                 stack.add_proxy("forge-shm", 1, stack.shm)
             paths = [p for p in ("direct", "forge-per-log", "forge-journal", "forge-shm") if p in stack.urls]
-            for kind in ("extend", "fork"):
-                for path in paths:  # warm-up
-                    asyncio.run(scale_point(stack, path, kind, 16, 1.0))
-            for rnd in range(args.rounds_journal):
-                for kind in ("extend", "fork"):
-                    for level in levels:
-                        for path in paths:
-                            r = asyncio.run(scale_point(stack, path, kind, level, args.seconds))
-                            got.setdefault((kind, level, path), []).append(r)
-                            print(f"round {rnd} {kind:6s} {level:3d} {path:13s} {r['rps']:7.1f}/s p50 "
-                                  f"{r['p50']*1000:6.1f} p99 {r['p99']*1000:6.1f} cpu {r['cpu_ms']:.2f} ms/call",
-                                  flush=True)
+            got = interleaved(stack, paths, levels, args.rounds_journal, args.seconds)
             pairs = asyncio.run(scale_paired(stack, args.rounds, paths[1:]))
         finally:
             if stack is not None:
@@ -875,12 +875,144 @@ def journal_main(args) -> None:
                 shown = ("", "") if path == "direct" else (f"{cpu:.2f}", f"{cpu / base:.2f}")
                 lines.append(f"| {kind} | {level} | {path} | {med(kind, level, path, 'rps'):.1f} | {p50:.1f} | "
                              f"{p99:.1f} | {p99 / p50:.2f} | {shown[0]} | {shown[1]} |")
-    lines += ["", f"Added latency at one stream over direct, paired ({args.rounds} rounds of extending calls):", "",
-              "| path | added p50 ms | added p90 ms | added p99 ms |", "|---|---:|---:|---:|"]
-    for path, values in pairs.items():
-        lines.append(f"| {path} | {pct(values, 50)*1000:+.2f} | {pct(values, 90)*1000:+.2f} | "
-                     f"{pct(values, 99)*1000:+.2f} |")
+    lines += added_latency(pairs, args.rounds)
     write_section(Path(args.out), JOURNAL_BEGIN, JOURNAL_END, lines)
+
+
+def ab_main(args) -> None:
+    """One change measured: this checkout's proxy against the proxy of ``--baseline`` (a git worktree of
+    that commit), both `--workers 1` with their logs on the same disk; extending and forking at 16 and 64
+    streams, points interleaved over rounds; then added latency at one stream, paired."""
+    latency_ms, token_ms, levels = 20.0, 0.5, (16, 64)
+    root = Path(__file__).resolve().parent.parent
+    name = re.sub(r"[^a-z0-9]+", "-", args.ab.lower()).strip("-")
+    with tempfile.TemporaryDirectory(prefix="forge-bench-ab-") as tmp:
+        baseline = Path(tmp) / "baseline-src"
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(baseline), args.baseline],
+                       check=True, capture_output=True)
+        stack = None
+        try:
+            stack = ScaleStack(Path(tmp), latency_ms, token_ms, proxies=[("this", 1, None, [])])
+            stack.add_proxy("baseline", 1, source=baseline)
+            paths = ["direct", "baseline", "this"]
+            got = interleaved(stack, paths, levels, args.rounds_journal, args.seconds)
+            pairs = asyncio.run(scale_paired(stack, args.rounds, paths[1:]))
+        finally:
+            if stack is not None:
+                stack.stop()
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(baseline)], check=False,
+                           capture_output=True)
+    rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", args.baseline], capture_output=True,
+                         text=True).stdout.strip()
+
+    def med(kind: str, level: int, path: str, key: str) -> float:
+        return statistics.median(r[key] for r in got[(kind, level, path)])
+    lines = [f"## A/B: {args.ab}", "",
+             f"`bench/proxy.py --ab \"{args.ab}\" --baseline {args.baseline}` ({os.cpu_count()} cores shared by "
+             "clients, upstream and proxies). baseline: `forge proxy --workers 1` of commit "
+             f"{rev}; this: the same of this checkout; logs on the same disk. The 21 kB agent body, extending "
+             f"and forking, each call streamed; upstream: the scripted vLLM stand-in, {latency_ms:.0f} ms to the "
+             f"first token, {token_ms} ms between tokens. Points of {args.seconds:.0f} s interleaved over "
+             f"{args.rounds_journal} rounds, medians; CPU: the proxy process per call.", "",
+             "| traffic | streams | path | req/s | p50 ms | p99 ms | p99/p50 | CPU ms/call | CPU vs baseline |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for kind in ("extend", "fork"):
+        for level in levels:
+            base = med(kind, level, "baseline", "cpu_ms")
+            for path in paths:
+                cpu = med(kind, level, path, "cpu_ms")
+                p50, p99 = med(kind, level, path, "p50") * 1000, med(kind, level, path, "p99") * 1000
+                shown = ("", "") if path == "direct" else (f"{cpu:.2f}", f"{cpu / base:.2f}")
+                lines.append(f"| {kind} | {level} | {path} | {med(kind, level, path, 'rps'):.1f} | {p50:.1f} | "
+                             f"{p99:.1f} | {p99 / p50:.2f} | {shown[0]} | {shown[1]} |")
+    lines += added_latency(pairs, args.rounds)
+    write_section(Path(args.out), f"<!-- ab-{name}:begin -->", f"<!-- ab-{name}:end -->", lines)
+
+
+PROFILE_BEGIN, PROFILE_END = "<!-- profile:begin -->", "<!-- profile:end -->"
+PARTS = [  # (part, what it covers, frame names that mark it): a sample is the first part, leaf upward, it hits
+    ("journal", "the journal's writer thread: batching, writing, syncing", ("Journal._run", "checkpoint")),
+    ("engine I/O", "the request to vLLM and parsing its token stream (aiohttp, orjson)", ("VLLMEngine.",)),
+    ("detokenise", "token ids to text as they stream", ("HFChatTemplate.decode", "IncrementalDecoder")),
+    ("plan", "render the messages, tokenise what is new, match the rollout's history",
+     ("Lineage.", "HFChatTemplate.", "ProxyService._plan", "ProxyService._draft")),
+    ("record", "the call's record: trajectory, encoding the log line, handing it to the journal",
+     ("ProxyService.commit", "ProxyService._commit", "ProxyService.write", "Rollout.", "CallRecord.",
+      "RolloutLog.", "Journal.append", "pack_")),
+    ("generate", "the call's own events: tool-call parsing, budget, usage", ("ProxyService._generate",
+                                                                              "ProxyService.turn")),
+    ("request in", "reading and parsing the request body, routing, auth", ("parse_json", "ProxyApp._parse",
+                                                                             ".parse (", "ProxyApp._model_call")),
+    ("answer out", "the dialect's SSE events and uvicorn's send", ("ChatCompletions.stream", "ProxyApp._stream",
+                                                                    "chain (", "flushing (", ".send (", "sse (")),
+    ("admin", "creating and finishing rollouts (one each per 8 calls)", ("ProxyApp._admin", "Registry.")),
+    ("HTTP server", "uvicorn's protocol: parsing requests, the ASGI cycle", ("HttpToolsProtocol.", "run_asgi",
+                                                                              "ProxyApp.__call__", "ProxyApp._http")),
+    ("event loop", "uvloop itself: sockets, timers, task switches (no Python frame of ours)", ("Runner.run",)),
+]
+
+
+def profile_parts(raw: str) -> dict[str, int]:
+    """Samples per part of a py-spy raw profile (collapsed stacks: ``frame;frame;... count``)."""
+    got: dict[str, int] = {}
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        frames = stack.split(";")[::-1]
+        part = next((name for frame in frames for name, _, marks in PARTS if any(m in frame for m in marks)),
+                    "other")
+        got[part] = got.get(part, 0) + int(count)
+    return got
+
+
+def profile_main(args) -> None:
+    """Where a call's CPU goes in one proxy process: py-spy samples (only while the process holds the GIL,
+    i.e. runs Python or C code called from it) of `forge proxy --workers 1` under the 21 kB agent body at
+    16 streams, extending and forking, split into the parts of a call."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        raise SystemExit("bench/proxy.py --profile needs py-spy: pip install -e '.[bench]'")
+    latency_ms, token_ms, streams, rate = 20.0, 0.5, 16, 250
+    got: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="forge-bench-profile-") as tmp:
+        stack = ScaleStack(Path(tmp), latency_ms, token_ms, proxies=[("forge-w1", 1, None, [])])
+        try:
+            pid = stack.pids["forge-w1"][-1]  # the worker (one worker: the process itself)
+            for kind in ("extend", "fork"):
+                asyncio.run(scale_point(stack, "forge-w1", kind, streams, 2.0))  # warm-up
+                out = Path(tmp) / f"{kind}.txt"
+                sampler = subprocess.Popen([spy, "record", "--format", "raw", "-o", str(out), "--pid", str(pid),
+                                            "--duration", str(int(args.seconds)), "--rate", str(rate),
+                                            "--nonblocking", "--gil"], stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL)
+                point = asyncio.run(scale_point(stack, "forge-w1", kind, streams, args.seconds))
+                if sampler.wait(timeout=60) != 0:
+                    raise SystemExit(f"py-spy could not sample pid {pid} (ptrace refused?)")
+                got[kind] = {"point": point, "parts": profile_parts(out.read_text())}
+                print(kind, point, got[kind]["parts"], flush=True)
+        finally:
+            stack.stop()
+    lines = ["## Where a call's CPU goes", "",
+             f"`bench/proxy.py --profile --seconds {args.seconds:.0f}` ({os.cpu_count()} cores shared by clients, "
+             f"upstream and proxy). `forge proxy --workers 1` under the 21 kB agent body at {streams} streams, each "
+             f"call streamed, upstream: the scripted vLLM stand-in ({latency_ms:.0f} ms to the first token, "
+             f"{token_ms} ms between tokens); py-spy samples the proxy at {rate} Hz while it holds the GIL, each "
+             "sample put in the first part its stack hits from the leaf up. ms/call: the part's share of the "
+             "process's measured CPU per call (sampling is statistical: parts under ~3% are rough).", "",
+             "| part | covers | extend % | extend ms/call | fork % | fork ms/call |", "|---|---|---:|---:|---:|---:|"]
+    names = [name for name, _, _ in PARTS] + ["other"]
+    covers = {name: what for name, what, _ in PARTS} | {"other": "everything else (asyncio glue, logging, GC)"}
+    totals = {kind: sum(got[kind]["parts"].values()) or 1 for kind in got}
+    for name in names:
+        cells = []
+        for kind in ("extend", "fork"):
+            share = got[kind]["parts"].get(name, 0) / totals[kind]
+            cells += [f"{share * 100:.1f}", f"{share * got[kind]['point']['cpu_ms']:.2f}"]
+        lines.append(f"| {name} | {covers[name]} | " + " | ".join(cells) + " |")
+    lines.append("| all | CPU per call of the proxy process | 100 | "
+                 f"{got['extend']['point']['cpu_ms']:.2f} | 100 | {got['fork']['point']['cpu_ms']:.2f} |")
+    write_section(Path(args.out), PROFILE_BEGIN, PROFILE_END, lines)
 
 
 SHARDS_BEGIN, SHARDS_END = "<!-- shards:begin -->", "<!-- shards:end -->"
@@ -1032,9 +1164,17 @@ def main() -> None:
     parser.add_argument("--rounds-floor", type=int, default=3, help="with --floor: interleaved rounds")
     parser.add_argument("--journal", action="store_true",
                         help="group commit A/B: this checkout's proxy against --baseline's (per-log fdatasync)")
-    parser.add_argument("--baseline", default="8f95b3e", help="with --journal: the commit to compare against")
-    parser.add_argument("--rounds-journal", type=int, default=3, help="with --journal: interleaved rounds")
+    parser.add_argument("--baseline", default="8f95b3e", help="with --journal or --ab: the commit to compare against")
+    parser.add_argument("--rounds-journal", type=int, default=3, help="with --journal or --ab: interleaved rounds")
+    parser.add_argument("--ab", metavar="NAME", help="one change A/B: this checkout's proxy against --baseline's "
+                        "(writes the section 'A/B: NAME')")
+    parser.add_argument("--profile", action="store_true",
+                        help="only the profile section: where a call's CPU goes (py-spy), extending and forking")
     args = parser.parse_args()
+    if args.profile:
+        return profile_main(args)
+    if args.ab:
+        return ab_main(args)
     if args.journal:
         return journal_main(args)
     if args.floor:
