@@ -73,9 +73,9 @@ class Rollout:
     in_flight: set[int] = field(default_factory=set)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # log writes + applying them, in order
     planning: asyncio.Lock = field(default_factory=asyncio.Lock)  # one call drafted at a time, in order
-    last_draft: tuple[float, int, float] | None = None
-    """Seconds the last call's draft took, the characters of its messages and the bound under which it was
-    cheap: whether the next may be drafted on the event loop (see ``ProxyService._plan``)."""
+    last_draft: tuple[float, int] | None = None
+    """Seconds the last call's draft took and the characters of its messages: whether the next may be
+    drafted on the event loop (see ``ProxyService._plan``)."""
 
     @property
     def open(self) -> bool:

@@ -50,16 +50,12 @@ T = TypeVar("T")
 PLAN_WORKERS = 8
 """Calls planned at once (across rollouts): one huge prompt occupies one worker, the others go on."""
 INLINE_DRAFT_S = 0.001
-INLINE_WALL_S = 0.002
 INLINE_NEW_CHARS = 4096
-"""A call is drafted on the event loop, not in a worker thread, when the rollout's last draft was cheap and
-its messages' size changed by at most ``INLINE_NEW_CHARS`` characters: with the render and token caches warm
-such a draft costs ~0.2 ms extending, ~0.7 ms forking, about what the hop to a thread and back costs
-(measured on the 21 kB agent body). Cheap: under ``INLINE_DRAFT_S`` of CPU for a draft in a worker, under
-``INLINE_WALL_S`` of wall time for one on the loop (which holds the GIL throughout; its wall time also counts
-a preemption by another thread, hence the wider bound, so that a forking rollout does not flip between the
-two). Anything else (a first call, a big new tool output, a compacted history, a cold cache) goes to a
-worker, so a long render never stalls the other streams."""
+"""A call is drafted on the event loop, not in a worker thread, when the rollout's last draft took under
+``INLINE_DRAFT_S`` and its messages' size changed by at most ``INLINE_NEW_CHARS`` characters: with the render
+and token caches warm such a draft costs ~0.2 ms, about what the hop to a thread and back costs (measured on
+the 21 kB agent body). Anything else (a first call, a big new tool output, a compacted history, a cold cache)
+goes to a worker, so a long render never stalls the other streams."""
 
 
 def message_chars(messages: list[dict[str, Any]]) -> int:
@@ -207,27 +203,22 @@ class ProxyService:
         async with rollout.planning:
             heads = rollout.lineage.snapshot()
             chars, last = message_chars(request.messages), rollout.last_draft
-            if last is not None and last[0] < last[2] and abs(chars - last[1]) <= INLINE_NEW_CHARS:
-                plan, cost = self._timed_draft(rollout, request, heads, limit, time.perf_counter)
-                bound = INLINE_WALL_S
+            if last is not None and last[0] < INLINE_DRAFT_S and abs(chars - last[1]) <= INLINE_NEW_CHARS:
+                plan, cost = self._timed_draft(rollout, request, heads, limit)
             else:
-                plan, cost = await self.offload(self._timed_draft, rollout, request, heads, limit, time.thread_time)
-                bound = INLINE_DRAFT_S
-            rollout.last_draft = (cost, chars, bound)
+                plan, cost = await self.offload(self._timed_draft, rollout, request, heads, limit)
+            rollout.last_draft = (cost, chars)
             forced = self.forced_ids(request, rollout.next_call)  # the index begin_call gives it next
             check_fits(len(plan.prompt_ids) + len(forced), limit)
             return rollout.lineage.reserve(plan), forced
 
     @classmethod
-    def _timed_draft(cls, rollout: Rollout, request: ChatRequest, heads: list[Head], limit: int,
-                     clock: Callable[[], float]) -> tuple[Plan, float]:
-        """``_draft`` and the seconds it took by ``clock``. In a worker, ``time.thread_time``: its CPU, not
-        its waits for the GIL. On the event loop, ``time.perf_counter``: the loop holds the GIL throughout,
-        and ``thread_time`` is a system call (no vDSO), a point where the kernel may preempt the loop while
-        it holds the GIL: measured under 16 streams, 3-80 us per call (p99 ~0.2-0.3 ms) of the loop's time."""
-        started = clock()
+    def _timed_draft(cls, rollout: Rollout, request: ChatRequest, heads: list[Head],
+                     limit: int) -> tuple[Plan, float]:
+        """``_draft`` and the CPU seconds it took (this thread's: not the wait for a worker or the GIL)."""
+        started = time.thread_time()
         plan = cls._draft(rollout, request, heads, limit)
-        return plan, clock() - started
+        return plan, time.thread_time() - started
 
     @staticmethod
     def _draft(rollout: Rollout, request: ChatRequest, heads: list[Head], limit: int) -> Plan:

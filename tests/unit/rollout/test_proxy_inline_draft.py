@@ -26,12 +26,10 @@ def grown(tool_outputs: list[str]) -> list[list[dict]]:
     return histories
 
 
-def drafted_in(histories: list[list[dict]], *, inline_below_s: float = 1.0,
-               wall_below_s: float | None = None) -> tuple[list[str], dict]:
+def drafted_in(histories: list[list[dict]], *, inline_below_s: float = 1.0) -> tuple[list[str], dict]:
     """One rollout whose calls send ``histories``: the thread each call's draft ran in, and the trajectory.
-    ``inline_below_s``: the bound of a cheap draft, CPU in a worker and wall time on the loop (generous by
-    default, so a garbage collection during a draft on a busy CI machine does not change where the next one
-    runs; the size rule is tested)."""
+    ``inline_below_s``: the CPU-time bound of a cheap draft (generous by default, so a garbage collection
+    during a draft on a busy CI machine does not change where the next one runs; the size rule is tested)."""
     proxy = InProcessProxy([ScriptTurn(text="ok")])
     threads: list[str] = []
     original = service_module.ProxyService._draft
@@ -52,7 +50,6 @@ def drafted_in(histories: list[list[dict]], *, inline_below_s: float = 1.0,
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(service_module.ProxyService, "_draft", staticmethod(spy))
         patch.setattr(service_module, "INLINE_DRAFT_S", inline_below_s)
-        patch.setattr(service_module, "INLINE_WALL_S", inline_below_s if wall_below_s is None else wall_below_s)
         trajectory = asyncio.run(scenario())
     return threads, trajectory
 
@@ -79,13 +76,6 @@ def test_a_compacted_history_is_drafted_in_a_worker():
 def test_a_slow_draft_sends_the_next_one_to_a_worker():
     threads, trajectory = drafted_in(grown(["small", "small"]), inline_below_s=0.0)  # every draft counts as slow
     assert threads == ["worker", "worker", "worker"]
-    assert len(trajectory["segments"]) == 1
-
-
-def test_a_draft_on_the_loop_is_judged_by_its_wall_time_and_a_slow_one_sends_the_next_to_a_worker():
-    # Cheap by CPU in a worker (bound 1 s), slow by wall time on the loop (bound 0): the rollout takes turns.
-    threads, trajectory = drafted_in(grown(["small"] * 4), wall_below_s=0.0)
-    assert threads == ["worker", "loop", "worker", "loop", "worker"]
     assert len(trajectory["segments"]) == 1
 
 
