@@ -822,79 +822,27 @@ def floor_main(args) -> None:
 
 
 JOURNAL_BEGIN, JOURNAL_END = "<!-- journal:begin -->", "<!-- journal:end -->"
+AB_LATENCY_MS, AB_TOKEN_MS = 20.0, 0.5  # upstream of the A/B sections: the proxy's own cost dominates
 
 
-def journal_main(args) -> None:
-    """Group commit A/B: this checkout's proxy (one journal per shard, one fdatasync per batch) against the
-    proxy of ``--baseline`` (an fdatasync per rollout log per event), both with their logs on the same disk,
-    and this one on tmpfs (no sync cost at all); extending and forking, points interleaved over rounds."""
-    latency_ms, token_ms, levels = 20.0, 0.5, (1, 16, 64)
+def against_baseline(args, levels: tuple[int, ...], this: str, base: str,
+                     shm: str | None = None) -> tuple[list[str], dict, dict, str]:
+    """This checkout's proxy as path ``this`` against the proxy of ``--baseline`` (a git worktree of that
+    commit) as ``base``, both `--workers 1` with their logs on the same disk (and this checkout's on tmpfs as
+    ``shm``): points interleaved over ``--rounds-journal`` rounds, then added latency at one stream, paired.
+    Returns the paths, the points, the pairs and the baseline's short commit id."""
     root = Path(__file__).resolve().parent.parent
-    with tempfile.TemporaryDirectory(prefix="forge-bench-journal-") as tmp:
-        baseline = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(baseline), args.baseline],
-                       check=True, capture_output=True)
-        stack = None
-        try:
-            stack = ScaleStack(Path(tmp), latency_ms, token_ms, proxies=[("forge-journal", 1, None, [])])
-            stack.add_proxy("forge-per-log", 1, source=baseline)
-            if stack.shm:
-                stack.add_proxy("forge-shm", 1, stack.shm)
-            paths = [p for p in ("direct", "forge-per-log", "forge-journal", "forge-shm") if p in stack.urls]
-            got = interleaved(stack, paths, levels, args.rounds_journal, args.seconds)
-            pairs = asyncio.run(scale_paired(stack, args.rounds, paths[1:]))
-        finally:
-            if stack is not None:
-                stack.stop()
-            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(baseline)], check=False,
-                           capture_output=True)
-    rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", args.baseline], capture_output=True,
-                         text=True).stdout.strip()
-
-    def med(kind: str, level: int, path: str, key: str) -> float:
-        return statistics.median(r[key] for r in got[(kind, level, path)])
-    lines = ["## Group commit: one journal per shard vs an fdatasync per rollout log", "",
-             f"`bench/proxy.py --journal --baseline {args.baseline}` ({os.cpu_count()} cores shared by clients, "
-             "upstream and proxies). The 21 kB agent body, extending and forking, each call streamed; upstream: "
-             f"the scripted vLLM stand-in, {latency_ms:.0f} ms to the first token, {token_ms} ms between tokens. "
-             f"forge-per-log: `forge proxy` (1 worker) of commit {rev}, before group commit: each event written "
-             "and fdatasync'd to its rollout's log. forge-journal: this checkout's, the same but its events go "
-             "through one journal per shard, a batch of them per fdatasync. Both with their logs on the same disk; "
-             "forge-shm: this checkout's with its logs on tmpfs, where a sync costs nothing (the bound for any "
-             f"sync scheme). Points of {args.seconds:.0f} s interleaved over {args.rounds_journal} rounds, medians; "
-             "CPU: the proxy process per call (it includes creating and finishing a rollout every "
-             f"{SCALE_TURNS} calls).", "",
-             "| traffic | streams | path | req/s | p50 ms | p99 ms | p99/p50 | CPU ms/call | CPU vs per-log |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
-    for kind in ("extend", "fork"):
-        for level in levels:
-            base = med(kind, level, "forge-per-log", "cpu_ms")
-            for path in paths:
-                cpu = med(kind, level, path, "cpu_ms")
-                p50, p99 = med(kind, level, path, "p50") * 1000, med(kind, level, path, "p99") * 1000
-                shown = ("", "") if path == "direct" else (f"{cpu:.2f}", f"{cpu / base:.2f}")
-                lines.append(f"| {kind} | {level} | {path} | {med(kind, level, path, 'rps'):.1f} | {p50:.1f} | "
-                             f"{p99:.1f} | {p99 / p50:.2f} | {shown[0]} | {shown[1]} |")
-    lines += added_latency(pairs, args.rounds)
-    write_section(Path(args.out), JOURNAL_BEGIN, JOURNAL_END, lines)
-
-
-def ab_main(args) -> None:
-    """One change measured: this checkout's proxy against the proxy of ``--baseline`` (a git worktree of
-    that commit), both `--workers 1` with their logs on the same disk; extending and forking at 16 and 64
-    streams, points interleaved over rounds; then added latency at one stream, paired."""
-    latency_ms, token_ms, levels = 20.0, 0.5, (16, 64)
-    root = Path(__file__).resolve().parent.parent
-    name = re.sub(r"[^a-z0-9]+", "-", args.ab.lower()).strip("-")
     with tempfile.TemporaryDirectory(prefix="forge-bench-ab-") as tmp:
         baseline = Path(tmp) / "baseline-src"
         subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(baseline), args.baseline],
                        check=True, capture_output=True)
         stack = None
         try:
-            stack = ScaleStack(Path(tmp), latency_ms, token_ms, proxies=[("this", 1, None, [])])
-            stack.add_proxy("baseline", 1, source=baseline)
-            paths = ["direct", "baseline", "this"]
+            stack = ScaleStack(Path(tmp), AB_LATENCY_MS, AB_TOKEN_MS, proxies=[(this, 1, None, [])])
+            stack.add_proxy(base, 1, source=baseline)
+            if shm and stack.shm:
+                stack.add_proxy(shm, 1, stack.shm)
+            paths = [p for p in ("direct", base, this, shm) if p and p in stack.urls]
             got = interleaved(stack, paths, levels, args.rounds_journal, args.seconds)
             pairs = asyncio.run(scale_paired(stack, args.rounds, paths[1:]))
         finally:
@@ -904,27 +852,66 @@ def ab_main(args) -> None:
                            capture_output=True)
     rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", args.baseline], capture_output=True,
                          text=True).stdout.strip()
+    return paths, got, pairs, rev
 
+
+def ratio_rows(got: dict, paths: list[str], levels: tuple[int, ...], base: str) -> list[str]:
+    """Table rows (medians over rounds): rate, latency, tail ratio, CPU per call and its ratio to ``base``."""
     def med(kind: str, level: int, path: str, key: str) -> float:
         return statistics.median(r[key] for r in got[(kind, level, path)])
+    rows = []
+    for kind in ("extend", "fork"):
+        for level in levels:
+            base_cpu = med(kind, level, base, "cpu_ms")
+            for path in paths:
+                cpu = med(kind, level, path, "cpu_ms")
+                p50, p99 = med(kind, level, path, "p50") * 1000, med(kind, level, path, "p99") * 1000
+                shown = ("", "") if path == "direct" else (f"{cpu:.2f}", f"{cpu / base_cpu:.2f}")
+                rows.append(f"| {kind} | {level} | {path} | {med(kind, level, path, 'rps'):.1f} | {p50:.1f} | "
+                            f"{p99:.1f} | {p99 / p50:.2f} | {shown[0]} | {shown[1]} |")
+    return rows
+
+
+def journal_main(args) -> None:
+    """Group commit A/B: this checkout's proxy (one journal per shard, one fdatasync per batch) against the
+    proxy of ``--baseline`` (an fdatasync per rollout log per event), both with their logs on the same disk,
+    and this one on tmpfs (no sync cost at all); extending and forking, points interleaved over rounds."""
+    levels = (1, 16, 64)
+    paths, got, pairs, rev = against_baseline(args, levels, "forge-journal", "forge-per-log", shm="forge-shm")
+    lines = ["## Group commit: one journal per shard vs an fdatasync per rollout log", "",
+             f"`bench/proxy.py --journal --baseline {args.baseline}` ({os.cpu_count()} cores shared by clients, "
+             "upstream and proxies). The 21 kB agent body, extending and forking, each call streamed; upstream: "
+             f"the scripted vLLM stand-in, {AB_LATENCY_MS:.0f} ms to the first token, {AB_TOKEN_MS} ms between "
+             f"tokens. forge-per-log: `forge proxy` (1 worker) of commit {rev}, before group commit: each event "
+             "written and fdatasync'd to its rollout's log. forge-journal: this checkout's, the same but its events "
+             "go through one journal per shard, a batch of them per fdatasync. Both with their logs on the same "
+             "disk; forge-shm: this checkout's with its logs on tmpfs, where a sync costs nothing (the bound for "
+             f"any sync scheme). Points of {args.seconds:.0f} s interleaved over {args.rounds_journal} rounds, "
+             "medians; CPU: the proxy process per call (it includes creating and finishing a rollout every "
+             f"{SCALE_TURNS} calls).", "",
+             "| traffic | streams | path | req/s | p50 ms | p99 ms | p99/p50 | CPU ms/call | CPU vs per-log |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines += ratio_rows(got, paths, levels, "forge-per-log")
+    lines += added_latency(pairs, args.rounds)
+    write_section(Path(args.out), JOURNAL_BEGIN, JOURNAL_END, lines)
+
+
+def ab_main(args) -> None:
+    """One change measured: this checkout's proxy against the proxy of ``--baseline``, extending and forking
+    at 16 and 64 streams (see ``against_baseline``)."""
+    levels = (16, 64)
+    name = re.sub(r"[^a-z0-9]+", "-", args.ab.lower()).strip("-")
+    paths, got, pairs, rev = against_baseline(args, levels, "this", "baseline")
     lines = [f"## A/B: {args.ab}", "",
              f"`bench/proxy.py --ab \"{args.ab}\" --baseline {args.baseline}` ({os.cpu_count()} cores shared by "
              "clients, upstream and proxies). baseline: `forge proxy --workers 1` of commit "
              f"{rev}; this: the same of this checkout; logs on the same disk. The 21 kB agent body, extending "
-             f"and forking, each call streamed; upstream: the scripted vLLM stand-in, {latency_ms:.0f} ms to the "
-             f"first token, {token_ms} ms between tokens. Points of {args.seconds:.0f} s interleaved over "
+             f"and forking, each call streamed; upstream: the scripted vLLM stand-in, {AB_LATENCY_MS:.0f} ms to "
+             f"the first token, {AB_TOKEN_MS} ms between tokens. Points of {args.seconds:.0f} s interleaved over "
              f"{args.rounds_journal} rounds, medians; CPU: the proxy process per call.", "",
              "| traffic | streams | path | req/s | p50 ms | p99 ms | p99/p50 | CPU ms/call | CPU vs baseline |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
-    for kind in ("extend", "fork"):
-        for level in levels:
-            base = med(kind, level, "baseline", "cpu_ms")
-            for path in paths:
-                cpu = med(kind, level, path, "cpu_ms")
-                p50, p99 = med(kind, level, path, "p50") * 1000, med(kind, level, path, "p99") * 1000
-                shown = ("", "") if path == "direct" else (f"{cpu:.2f}", f"{cpu / base:.2f}")
-                lines.append(f"| {kind} | {level} | {path} | {med(kind, level, path, 'rps'):.1f} | {p50:.1f} | "
-                             f"{p99:.1f} | {p99 / p50:.2f} | {shown[0]} | {shown[1]} |")
+    lines += ratio_rows(got, paths, levels, "baseline")
     lines += added_latency(pairs, args.rounds)
     write_section(Path(args.out), f"<!-- ab-{name}:begin -->", f"<!-- ab-{name}:end -->", lines)
 

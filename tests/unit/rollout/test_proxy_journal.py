@@ -63,17 +63,23 @@ def test_events_written_together_share_one_sync_and_each_lands_in_its_own_log(tm
     assert journal_bytes(store) == 0  # closed after a checkpoint: the logs hold everything
 
 
-def test_a_machine_crash_loses_nothing_the_journal_holds(tmp_path):
+def crashed(tmp_path) -> tuple[Store, dict[str, bytes]]:
+    """A store of 4 rollouts as a machine crash before the journal's checkpoint can leave it, and its logs
+    as they were: a log cut mid-line, a log cut at a line end with zeros after it (its size was updated,
+    its data never written), a new log gone, one intact."""
     store = Store(tmp_path)
     asyncio.run(write_rollouts(store, rollouts=4, events=6))
     before = logs(store)
-    # What a crash before the checkpoint can leave: a log cut mid-line, a log cut at a line end with
-    # zeros after it (its size was updated, its data never written), a new log gone, one intact.
     root = store.root
     (root / "r0.log").write_bytes(before["r0"][: len(before["r0"]) // 2])
     cut = before["r1"].index(b"\n", 300) + 1
     (root / "r1.log").write_bytes(before["r1"][:cut] + b"\0" * 500)
     (root / "r2.log").unlink()
+    return store, before
+
+
+def test_a_machine_crash_loses_nothing_the_journal_holds(tmp_path):
+    store, before = crashed(tmp_path)
     restored = Store(tmp_path).replay_journal()
     assert restored > 0 and logs(store) == before
     assert journal_bytes(store) == 0
@@ -83,12 +89,8 @@ def test_a_machine_crash_loses_nothing_the_journal_holds(tmp_path):
 def test_reading_after_a_machine_crash_sees_what_the_journal_holds_without_writing(tmp_path):
     # An export of a crashed proxy's data dir before the proxy restarts: the journal is not replayed
     # (the reader writes nothing) but what it reads is what a replay would leave.
-    store = Store(tmp_path)
-    asyncio.run(write_rollouts(store, rollouts=3, events=5))
-    before = logs(store)
+    store, before = crashed(tmp_path)
     root = store.root
-    (root / "r0.log").write_bytes(before["r0"][: len(before["r0"]) // 3])
-    (root / "r1.log").unlink()
     damaged, journal = logs(store), {name: (root / name).read_bytes() for name in JOURNALS if (root / name).exists()}
     reader = Store(tmp_path)
     assert dict(reader.scan()) == before
