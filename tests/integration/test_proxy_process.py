@@ -142,6 +142,33 @@ def test_kill_9_mid_rollout_loses_nothing_and_the_rollout_continues(proxy):
     assert json.loads(row["metadata"]) == {"task": "hello"}
 
 
+def test_an_export_after_a_machine_crash_holds_what_only_the_journal_kept(proxy):
+    """Events reach the logs unsynced and the journal synced: after kill -9 and a lost page cache (the log
+    cut back to its open event), `forge proxy --export` run before any proxy restarts still has the call
+    and the reward, and writes nothing into the data dir."""
+    created = proxy.admin("POST", "/rollouts", json={"metadata": {"task": "crash"}}).json()
+    assert chat(proxy, created["token"], [{"role": "user", "content": "create hello.txt"}]).status_code == 200
+    proxy.admin("POST", f"/rollouts/{created['id']}/finish", json={"reward": 1.0})
+    final = proxy.admin("GET", f"/rollouts/{created['id']}/trajectory").json()
+    proxy.kill9()
+    log = proxy.data_dir / "rollouts" / f"{created['id']}.log"
+    data = log.read_bytes()
+    log.write_bytes(data[:data.index(b"\n") + 1])  # what a machine crash can leave of an unsynced log
+    before = {path: path.read_bytes() for path in (proxy.data_dir / "rollouts").iterdir()}
+
+    exported = proxy.data_dir.parent / "crashed.parquet"
+    done = subprocess.run([sys.executable, "-m", "openforgerl", "proxy", "--export", str(exported),
+                           "--data-dir", str(proxy.data_dir), "--tokenizer", str(proxy.tokenizer_dir)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    import pyarrow.parquet as pq
+
+    (row,) = pq.read_table(exported).to_pylist()
+    assert row["reward"] == 1.0 and row["prompt_ids"] == final["segments"][0]["prompt_ids"]
+    assert json.loads(row["metadata"]) == {"task": "crash"}
+    assert {path: path.read_bytes() for path in (proxy.data_dir / "rollouts").iterdir()} == before
+
+
 def test_a_client_that_hangs_up_mid_stream_is_recorded_and_its_generation_stops(proxy):
     created = proxy.admin("POST", "/rollouts").json()
     messages = [{"role": "user", "content": "hello"}]
