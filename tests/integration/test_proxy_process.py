@@ -96,6 +96,18 @@ def chat(proxy: ProxyProcess, token: str, messages: list, **extra) -> httpx.Resp
                       json={"model": "smollm2", "messages": messages, "tools": TOOLS, **extra}, timeout=30)
 
 
+def exported(proxy: ProxyProcess, name: str) -> list[dict]:
+    """The rows of `forge proxy --export` of the proxy's data dir (run as its own process)."""
+    import pyarrow.parquet as pq
+
+    path = proxy.data_dir.parent / name
+    done = subprocess.run([sys.executable, "-m", "openforgerl", "proxy", "--export", str(path),
+                           "--data-dir", str(proxy.data_dir), "--tokenizer", str(proxy.tokenizer_dir)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return pq.read_table(path).to_pylist()
+
+
 def test_kill_9_mid_rollout_loses_nothing_and_the_rollout_continues(proxy):
     created = proxy.admin("POST", "/rollouts", json={"metadata": {"task": "hello"}}).json()
     messages = [{"role": "user", "content": "create hello.txt containing hi"}]
@@ -130,14 +142,7 @@ def test_kill_9_mid_rollout_loses_nothing_and_the_rollout_continues(proxy):
     assert created["token"].encode() not in log  # only the token's hash is stored
     assert b"create hello.txt" not in log  # token ids, not request text (sizes: bench/results/proxy.md)
 
-    exported = proxy.data_dir.parent / "rollouts.parquet"
-    done = subprocess.run([sys.executable, "-m", "openforgerl", "proxy", "--export", str(exported),
-                           "--data-dir", str(proxy.data_dir), "--tokenizer", str(proxy.tokenizer_dir)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    import pyarrow.parquet as pq
-
-    (row,) = pq.read_table(exported).to_pylist()
+    (row,) = exported(proxy, "rollouts.parquet")
     assert row["reward"] == 1.0 and row["prompt_ids"] == final["segments"][0]["prompt_ids"]
     assert json.loads(row["metadata"]) == {"task": "hello"}
 
@@ -156,14 +161,7 @@ def test_an_export_after_a_machine_crash_holds_what_only_the_journal_kept(proxy)
     log.write_bytes(data[:data.index(b"\n") + 1])  # what a machine crash can leave of an unsynced log
     before = {path: path.read_bytes() for path in (proxy.data_dir / "rollouts").iterdir()}
 
-    exported = proxy.data_dir.parent / "crashed.parquet"
-    done = subprocess.run([sys.executable, "-m", "openforgerl", "proxy", "--export", str(exported),
-                           "--data-dir", str(proxy.data_dir), "--tokenizer", str(proxy.tokenizer_dir)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    import pyarrow.parquet as pq
-
-    (row,) = pq.read_table(exported).to_pylist()
+    (row,) = exported(proxy, "crashed.parquet")
     assert row["reward"] == 1.0 and row["prompt_ids"] == final["segments"][0]["prompt_ids"]
     assert json.loads(row["metadata"]) == {"task": "crash"}
     assert {path: path.read_bytes() for path in (proxy.data_dir / "rollouts").iterdir()} == before
