@@ -45,6 +45,7 @@ from openforgerl.rollout.runtime import (
     Runtime,
     RuntimeConfig,
     Sandbox,
+    SandboxHealth,
     SandboxSpec,
 )
 from openforgerl.rollout.runtimes import runtime_config
@@ -291,7 +292,13 @@ class Orchestrator:
         ctx = AgentContext(instruction=job.task.instruction, base_url=model_url, api_key=token,
                            model=self.config.model, workdir=self.config.workdir, timeout_sec=timeout, user=user)
         t0 = time.monotonic()
-        run = await self._watched(sandbox, job.task, result, self.harness.run(sandbox, job.task, ctx))
+        try:
+            run = await self._watched(sandbox, job.task, result, self.harness.run(sandbox, job.task, ctx))
+        except SandboxError:  # an exec into a sandbox that had just ended (a pod evicted or past its deadline)
+            ended = await _ended(sandbox)
+            if ended is None:
+                raise
+            run = ExecResult(None, "", ended.detail, time.monotonic() - t0, timed_out=True)  # classified below
         result.timings["harness_s"] = time.monotonic() - t0
         if run is None:  # stopped by the storage watchdog: the policy's doing, reward 0
             return
@@ -313,7 +320,8 @@ class Orchestrator:
             result.status, result.reason = "agent_timeout", f"agent ran past {timeout:.0f} s"
         else:
             result.status, result.reason = "failure", ""  # until the verifier says otherwise
-        await self._check_storage(sandbox, job.task, result)
+        if health.running:
+            await self._check_storage(sandbox, job.task, result)
 
     async def _watched(self, sandbox: Sandbox, task: Task, result: RolloutResult,
                        agent: Coroutine[Any, Any, ExecResult]) -> ExecResult | None:
@@ -440,6 +448,22 @@ def network_mode(config: RolloutConfig, task: Task) -> NetworkMode:
 def agent_user(config: RolloutConfig, task: Task) -> str:
     """Who the agent runs as: the run's override, else the task's (see ``Task.agent_user``)."""
     return config.agent_user or task.agent_user
+
+
+async def _ended(sandbox: Sandbox, settle_sec: float = 3.0) -> SandboxHealth | None:
+    """The sandbox's health if it has ended, else None; an exec can fail a moment before the runtime's view of
+    the sandbox (a pod informer's cache) shows why, so a live answer is re-asked for ``settle_sec``."""
+    deadline = time.monotonic() + settle_sec
+    while True:
+        try:
+            health = await sandbox.health()
+        except ForgeError:
+            return None
+        if not health.running or health.oom_killed:
+            return health
+        if time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(0.1)
 
 
 def _closed(result: RolloutResult, started: float) -> RolloutResult:

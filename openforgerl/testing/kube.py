@@ -451,8 +451,13 @@ class FakeCluster:
         return collections.Counter(self._calls)
 
     async def set_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        """Merge ``status`` into the pod's status as a kubelet does (watchers see MODIFIED; not an API call)."""
+        """Merge ``status`` into the pod's status as a kubelet does (watchers see MODIFIED; not an API call).
+        A terminal phase (an eviction, a deadline) also ends what the pod runs, as a kubelet ends its containers,
+        so an exec into it stops there rather than running on."""
         await self.emulator.patch_object(PODS, namespace, name, {"status": status})
+        pod = self._pods.get((namespace, name))
+        if pod is not None and status.get("phase") in ("Failed", "Succeeded"):
+            self._kill(pod)
 
     # -- the API server ----------------------------------------------------------------------------------------
 
@@ -681,6 +686,8 @@ class FakeCluster:
                 await ws.close()
             return
         pod.execs.add(proc)
+        if not pod.running:  # the pod ended while the command started: it dies with the pod's other processes
+            _kill_group(proc.pid)
         sent, drop = 0, self.faults.drop_after_bytes
 
         async def send(channel: int, data: bytes) -> None:

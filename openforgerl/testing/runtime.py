@@ -72,10 +72,16 @@ def reward(value: Any, **metrics: Any) -> Step:
     return writes("/logs/verifier/reward.json", json.dumps({"reward": value, **metrics}))
 
 
-def dies(*, oom: bool = False, detail: str = "container exited (exit 137)") -> Step:
-    """The whole sandbox goes away while the command runs (killed, or OOM-killed with ``oom``)."""
+def dies(*, oom: bool = False, detail: str = "container exited (exit 137)", deadline: bool = False,
+         storage_exceeded: bool = False, exec_fails: bool = False) -> Step:
+    """The whole sandbox goes away while the command runs (killed, or OOM-killed with ``oom``; ended by its own
+    deadline, or evicted for its writes). With ``exec_fails`` the runtime's exec itself fails (as a Kubernetes API
+    server refuses an exec into a pod that has just ended) rather than returning the command's exit 137."""
     async def step(box: FakeSandbox, command: list[str], timeout: float | None) -> ExecResult:
         box.alive, box.oom_killed, box.detail = False, oom, detail
+        box.deadline, box.storage_exceeded = deadline, storage_exceeded
+        if exec_fails:
+            raise SandboxError(f"exec in sandbox {box.id}: HTTP 400 container not found")
         return ExecResult(137, "", "Killed", 0.0)
     return step
 
@@ -173,6 +179,7 @@ class FakeSandbox(Sandbox):
         super().__init__(self.root.name)
         self.spec, self.scenario = spec, scenario
         self.alive, self.oom_killed, self.detail = True, False, ""
+        self.deadline = self.storage_exceeded = False
         self.removed = False
         self.execs: list[tuple[list[str], str | None, dict[str, str]]] = []
         """Every command run, with the user it ran as and the environment it was given."""
@@ -248,7 +255,8 @@ class FakeSandbox(Sandbox):
     async def health(self) -> SandboxHealth:
         if self.removed:
             return SandboxHealth(False, detail="sandbox was removed")
-        return SandboxHealth(self.alive, oom_killed=self.oom_killed, detail=self.detail)
+        return SandboxHealth(self.alive, oom_killed=self.oom_killed, detail=self.detail, deadline=self.deadline,
+                             storage_exceeded=self.storage_exceeded)
 
     async def end_processes(self, agent_user: str | None) -> None:
         self._require_alive()

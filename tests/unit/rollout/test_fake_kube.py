@@ -155,6 +155,24 @@ def test_kubelet_reports_missing_images_and_deadlines() -> None:
     scenario(test, isolation="none", missing_images={"nowhere/missing:1"})
 
 
+def test_an_eviction_the_kubelet_writes_ends_the_pod_s_execs() -> None:
+    async def test(cluster: FakeCluster) -> None:
+        async with aiohttp.ClientSession(cluster.url) as http:
+            async with http.post("/api/v1/namespaces/default/pods", json=pod("evicted")) as resp:
+                assert resp.status < 300
+            await wait_for(lambda: any(p["status"].get("phase") == "Running" for p in cluster.pods()))
+            ws = await http.ws_connect("/api/v1/namespaces/default/pods/evicted/exec", protocols=[PROTOCOL], params=[
+                ("command", "sleep"), ("command", "300"), ("stdout", "true")])
+            await cluster.set_pod_status("default", "evicted", {"phase": "Failed", "reason": "Evicted",
+                                                                 "message": "The node was low on resource: memory."})
+            async with asyncio.timeout(30):  # not the 300 s the command asked for
+                frames = [msg.data async for msg in ws if msg.type == aiohttp.WSMsgType.BINARY]
+        assert json.loads(frames[-1][1:])["details"]["causes"][0]["message"] == "137"  # killed with its pod
+        assert cluster.pods()[0]["status"]["reason"] == "Evicted"
+
+    scenario(test, isolation="none")
+
+
 def test_exec_faults_and_errors_show_on_the_wire() -> None:
     def connect(http: aiohttp.ClientSession, script: str, protocol: str = PROTOCOL) -> Any:
         return http.ws_connect("/api/v1/namespaces/default/pods/a/exec", protocols=[protocol], params=[

@@ -331,9 +331,12 @@ def test_an_eviction_for_the_agent_s_writes_is_a_policy_failure_with_reward_0(tm
 
     async def during(cluster: FakeCluster) -> None:
         await _evict_first_pod(cluster, evicted, "/logs/started")
-    results = rollouts(tmp_path, "touch /logs/started; sleep 30", during=during, retry_infra=1,
+    started = time.monotonic()
+    results = rollouts(tmp_path, "touch /logs/started; sleep 600", during=during, retry_infra=1,
                        task={"environment": {"storage_mb": 300}})
-    assert statuses(results) == [("failure", 0.0)] and results[0].sandbox["storage_exceeded_mb"] == 300
+    assert statuses(results) == [("failure", 0.0)], [r.reason for r in results]
+    assert results[0].sandbox["storage_exceeded_mb"] == 300
+    assert time.monotonic() - started < 120  # it ended with its pod, not when the agent's command would have
 
 
 @namespaces
@@ -343,8 +346,11 @@ def test_the_pod_s_deadline_passing_under_the_agent_is_an_agent_timeout(tmp_path
 
     async def during(cluster: FakeCluster) -> None:
         await _evict_first_pod(cluster, deadline, "/logs/started")
-    results = rollouts(tmp_path, "touch /logs/started; sleep 30", during=during, retry_infra=1)
-    assert statuses(results) == [("agent_timeout", 0.0)] and "deadline" in results[0].reason
+    started = time.monotonic()
+    results = rollouts(tmp_path, "touch /logs/started; sleep 600", during=during, retry_infra=1)
+    assert statuses(results) == [("agent_timeout", 0.0)], [r.reason for r in results]
+    assert "deadline" in results[0].reason
+    assert time.monotonic() - started < 120  # it ended with its pod, not when the agent's command would have
 
 
 def test_a_missing_image_is_an_infra_error_per_rollout(tmp_path: Path):

@@ -100,6 +100,18 @@ def test_what_is_not_the_policy_s_doing_is_an_infra_error(tmp_path: Path, scenar
     assert statuses(results) == [("infra_error", None)] and why in results[0].reason
 
 
+@pytest.mark.parametrize(("step", "expected", "why"), [
+    (dies(detail="Evicted: the node was low on memory", exec_fails=True), ("infra_error", None), "Evicted"),
+    (dies(detail="DeadlineExceeded", deadline=True, exec_fails=True), ("agent_timeout", 0.0), "deadline"),
+    (dies(detail="Evicted: ephemeral storage", storage_exceeded=True, exec_fails=True), ("failure", 0.0),
+     "storage_mb"),
+])
+def test_an_exec_into_a_sandbox_that_just_ended_is_classified_by_why_it_ended(tmp_path: Path, step, expected,
+                                                                               why: str):
+    _, results = run(tmp_path, FakeRuntime(Scenario(agent=step)))
+    assert statuses(results) == [expected] and why in results[0].reason, results[0].reason
+
+
 def test_infra_errors_are_retried_as_new_rollouts_and_only_the_final_try_counts(tmp_path: Path):
     flaky = [Scenario(start_error=SandboxError("engine hiccup")), Scenario(agent=dies()), Scenario()]
     runtime = FakeRuntime(scripted({"hello": flaky}))
