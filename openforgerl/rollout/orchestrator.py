@@ -374,6 +374,12 @@ class Orchestrator:
         try:  # the judge token lives exactly as long as this verifier: the agent's processes have all ended
             env = self.judge.environment(url, token) if self.judge is not None and url and token else {}
             verdict = await run_verifier(sandbox, task, timeout, self.config.workdir, files, env)
+        except SandboxError:  # an exec into a sandbox that had just ended under the verifier
+            ended = await _ended(sandbox)
+            if ended is None:
+                raise
+            result.status, result.reason = "infra_error", f"sandbox died during verification: {ended.detail}"
+            return
         finally:
             if self.judge is not None and token:
                 self.judge.revoke(token)

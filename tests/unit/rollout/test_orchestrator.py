@@ -90,6 +90,7 @@ def test_a_reward_file_the_agent_planted_is_gone_before_the_verifier_runs(tmp_pa
     (Scenario(agent=oom_kills(then=exits(0)), verifier=reward(1)), "OOM"),
     (Scenario(agent=dies(oom=True)), "OOM"),
     (Scenario(verifier=dies(detail="container was removed")), "sandbox died during verification"),
+    (Scenario(verifier=dies(detail="Evicted: memory", exec_fails=True)), "died during verification: Evicted"),
     (Scenario(start_error=SandboxError("image openforgerl/task:x not found")), "not found"),
     (Scenario(image_error=SandboxError("harness 'codex' is not installed")), "not installed"),
     (Scenario(agent=raises(SandboxError("cannot exec in container"))), "cannot exec"),
