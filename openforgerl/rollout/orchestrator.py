@@ -273,7 +273,13 @@ class Orchestrator:
             try:
                 await self._agent_phase(sandbox, job, token, result, user)
                 if result.status != "infra_error" and result.reward is None:  # a sandbox still there to seal
-                    await self._seal(sandbox, task, result, user)
+                    try:
+                        await self._seal(sandbox, task, result, user)
+                    except SandboxError:  # a process the agent left behind ended the sandbox meanwhile
+                        ended = await _ended(sandbox)
+                        if ended is None or not ended.ended_from_inside:
+                            raise
+                        _ended_by_agent(result, ended)
                 if result.status in ("failure", "agent_timeout") and result.reward is None:
                     await self._verify_phase(sandbox, task, result)
             finally:
@@ -314,6 +320,8 @@ class Orchestrator:
         elif health.deadline:  # the sandbox's own deadline passed while the agent ran
             result.status, result.reason = "agent_timeout", f"agent ran past its sandbox's deadline ({health.detail})"
             result.reward = 0.0  # nothing is left to verify
+        elif health.ended_from_inside:  # e.g. a root agent's `kill 1`: not an infra error to be discarded
+            _ended_by_agent(result, health)
         elif not health.running or health.oom_killed:
             result.status, result.reason = "infra_error", "sandbox OOM-killed" if health.oom_killed else health.detail
         elif run.timed_out:
@@ -454,6 +462,12 @@ def network_mode(config: RolloutConfig, task: Task) -> NetworkMode:
 def agent_user(config: RolloutConfig, task: Task) -> str:
     """Who the agent runs as: the run's override, else the task's (see ``Task.agent_user``)."""
     return config.agent_user or task.agent_user
+
+
+def _ended_by_agent(result: RolloutResult, health: SandboxHealth) -> None:
+    result.status, result.reward = "failure", 0.0
+    result.reason = f"the agent ended its own sandbox ({health.detail})"
+    result.sandbox["ended_by_agent"] = True
 
 
 async def _ended(sandbox: Sandbox, settle_sec: float = 3.0) -> SandboxHealth | None:

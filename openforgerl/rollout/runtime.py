@@ -120,6 +120,9 @@ class SandboxHealth:
     """It was ended by its own deadline (``SandboxSpec.deadline_sec``): an agent timeout in the agent phase."""
     storage_exceeded: bool = False
     """It was ended for writing past ``SandboxSpec.storage_mb`` (an eviction): the policy's doing, reward 0."""
+    ended_from_inside: bool = False
+    """It ended because a process inside it ended its init (no kill, stop or OOM kill came from outside): while the
+    agent runs, the agent's doing (reward 0), never an infra error a policy could use to have a failure discarded."""
 
 
 class Sandbox(ABC):

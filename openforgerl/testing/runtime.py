@@ -73,13 +73,14 @@ def reward(value: Any, **metrics: Any) -> Step:
 
 
 def dies(*, oom: bool = False, detail: str = "container exited (exit 137)", deadline: bool = False,
-         storage_exceeded: bool = False, exec_fails: bool = False) -> Step:
-    """The whole sandbox goes away while the command runs (killed, or OOM-killed with ``oom``; ended by its own
-    deadline, or evicted for its writes). With ``exec_fails`` the runtime's exec itself fails (as a Kubernetes API
-    server refuses an exec into a pod that has just ended) rather than returning the command's exit 137."""
+         storage_exceeded: bool = False, exec_fails: bool = False, from_inside: bool = False) -> Step:
+    """The whole sandbox goes away while the command runs: killed, or OOM-killed with ``oom``; ended by its own
+    deadline, or evicted for its writes; with ``from_inside``, its init ended by a process of its own. With
+    ``exec_fails`` the runtime's exec itself fails (as a Kubernetes API server refuses an exec into a pod that
+    has just ended) rather than returning the command's exit 137."""
     async def step(box: FakeSandbox, command: list[str], timeout: float | None) -> ExecResult:
         box.alive, box.oom_killed, box.detail = False, oom, detail
-        box.deadline, box.storage_exceeded = deadline, storage_exceeded
+        box.deadline, box.storage_exceeded, box.from_inside = deadline, storage_exceeded, from_inside
         if exec_fails:
             raise SandboxError(f"exec in sandbox {box.id}: HTTP 400 container not found")
         return ExecResult(137, "", "Killed", 0.0)
@@ -179,7 +180,7 @@ class FakeSandbox(Sandbox):
         super().__init__(self.root.name)
         self.spec, self.scenario = spec, scenario
         self.alive, self.oom_killed, self.detail = True, False, ""
-        self.deadline = self.storage_exceeded = False
+        self.deadline = self.storage_exceeded = self.from_inside = False
         self.removed = False
         self.execs: list[tuple[list[str], str | None, dict[str, str]]] = []
         """Every command run, with the user it ran as and the environment it was given."""
@@ -256,7 +257,7 @@ class FakeSandbox(Sandbox):
         if self.removed:
             return SandboxHealth(False, detail="sandbox was removed")
         return SandboxHealth(self.alive, oom_killed=self.oom_killed, detail=self.detail, deadline=self.deadline,
-                             storage_exceeded=self.storage_exceeded)
+                             storage_exceeded=self.storage_exceeded, ended_from_inside=self.from_inside)
 
     async def end_processes(self, agent_user: str | None) -> None:
         self._require_alive()

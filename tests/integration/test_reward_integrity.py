@@ -128,3 +128,24 @@ def test_a_symlink_and_a_fifo_in_logs_keep_the_rollout_s_real_status_and_reward(
     import docker
 
     assert not docker.from_env().containers.list(all=True, filters={"label": f"openforgerl.run={run_dir.name}"})
+
+
+def test_an_agent_that_ends_its_own_container_scores_0_and_is_not_discarded(tmp_path: Path):
+    """A root agent can end its container's init (``kill 1``); were that an infra error, the rollout would be
+    discarded and retried, a way out of every failure. It is the policy's failure, reward 0, kept. (A kill from
+    outside stays an infra error: tests/integration/test_rollout.py, test_container_killed_mid_run...)"""
+    ends = {"term-init": "kill -TERM 1; sleep 5", "int-init": "kill -INT 1; sleep 5", "kill-all": "kill -KILL -1"}
+    tasks = [task_for(tmp_path / "tasks", name, PY_TEST_SH, solve, user)
+             for name, solve in ends.items() for user in ("root", "agent")]
+    config = RolloutConfig(tasks=[str(t) for t in tasks], harness="oracle", concurrency=3, retry_infra=1,
+                           run_dir=str(tmp_path / "run"))
+    _, results = asyncio.run(run_rollouts(config))
+    outcome = {r.task: (r.status, r.reward, r.sandbox.get("ended_by_agent"), r.reason) for r in results}
+    assert len(results) == len(outcome) == len(tasks), outcome  # one try each: nothing was retried
+    for task, (status, reward, ended, reason) in outcome.items():
+        assert (status, reward) == ("failure", 0.0), (task, reason)
+        if task.endswith("-agent"):
+            assert not ended, (task, reason)  # the agent user cannot signal init
+    # (a root agent's container ended, or ended as the seal restarted it: either way, a kept failure)
+    assert any(ended for _, _, ended, _ in outcome.values()), outcome
+

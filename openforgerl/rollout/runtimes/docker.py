@@ -231,6 +231,8 @@ class DockerSandbox(Sandbox):
         self.spec = spec
         self.host = host
         self._call = call
+        self._since = time.time() - 1
+        """Since when the container's life is its own: its start, or its last restart by us."""
         self._isolate()
         self._baseline: dict[str, docker_host.Signature] | set[str] = self._snapshot()
 
@@ -335,6 +337,7 @@ class DockerSandbox(Sandbox):
             self._api.kill(self.container.id)
             self._api.wait(self.container.id, timeout=30)
             self._api.start(self.container.id)
+            self._since = time.time() - 1
             self.host = docker_host.view(self._api, self.container.id)
             self._isolate()  # a restarted container has a new network namespace
         try:
@@ -394,10 +397,25 @@ class DockerSandbox(Sandbox):
         state = self.container.attrs.get("State", {})
         running = state.get("Status") == "running"
         if not running:
-            return SandboxHealth(False, oom_killed=bool(state.get("OOMKilled")),
-                                 detail=f"container {state.get('Status')} (exit {state.get('ExitCode')})")
+            oom = bool(state.get("OOMKilled"))
+            inside = not oom and await self._call(self._ended_from_inside)
+            detail = f"container {state.get('Status')} (exit {state.get('ExitCode')})"
+            return SandboxHealth(False, oom_killed=oom, ended_from_inside=inside,
+                                 detail=f"{detail}: its init was ended from inside" if inside else detail)
         kills = docker_host.oom_kills(self.host.init_pid) or 0
         return SandboxHealth(True, oom_killed=kills > 0, detail=f"{kills} process(es) OOM-killed" if kills else "")
+
+    def _ended_from_inside(self) -> bool:
+        """Whether the container stopped with no kill, stop or OOM kill from outside since ``_since``: Docker
+        records a ``kill`` event for every signal it sends (``docker kill``/``stop``, its own shutdown, our
+        restarts) and ``oom`` for the kernel's, none for a process inside ending PID 1. Unknown (the events API
+        failed) reads as from outside: an infra error, as before."""
+        try:
+            events = self._api.events(since=self._since, until=time.time(), decode=True, filters={
+                "container": self.container.id, "event": ["kill", "stop", "oom"]})
+            return not any(True for _ in events)
+        except Exception:  # noqa: BLE001 (no answer is no evidence)
+            return False
 
     async def _remove(self) -> None:
         with _quiet():

@@ -106,6 +106,10 @@ def test_what_is_not_the_policy_s_doing_is_an_infra_error(tmp_path: Path, scenar
     (dies(detail="DeadlineExceeded", deadline=True, exec_fails=True), ("agent_timeout", 0.0), "deadline"),
     (dies(detail="Evicted: ephemeral storage", storage_exceeded=True, exec_fails=True), ("failure", 0.0),
      "storage_mb"),
+    (dies(detail="exit 143: its init was ended from inside", from_inside=True), ("failure", 0.0),
+     "ended its own sandbox"),
+    (dies(detail="exit 137: its init was ended from inside", from_inside=True, exec_fails=True), ("failure", 0.0),
+     "ended its own sandbox"),
 ])
 def test_an_exec_into_a_sandbox_that_just_ended_is_classified_by_why_it_ended(tmp_path: Path, step, expected,
                                                                                why: str):
