@@ -232,7 +232,8 @@ class DockerSandbox(Sandbox):
         self.host = host
         self._call = call
         self._since = time.time() - 1
-        """Since when the container's life is its own: its start, or its last restart by us."""
+        """Since when the container's life is its own: its start (no event of it can be older), or the end of our
+        last restart's kill."""
         self._isolate()
         self._baseline: dict[str, docker_host.Signature] | set[str] = self._snapshot()
 
@@ -336,8 +337,8 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"container {self.id} stopped during the agent phase (exit {state.get('ExitCode')})")
             self._api.kill(self.container.id)
             self._api.wait(self.container.id, timeout=30)
+            self._since = time.time()  # after our own kill's event: only what comes later counts
             self._api.start(self.container.id)
-            self._since = time.time() - 1
             self.host = docker_host.view(self._api, self.container.id)
             self._isolate()  # a restarted container has a new network namespace
         try:
