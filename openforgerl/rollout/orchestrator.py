@@ -7,9 +7,10 @@ the trajectory -> remove the sandbox.
 
 Invariant: every rollout ends in exactly one recorded status, written to ``rollouts.jsonl`` as
 soon as it is known — ``success`` / ``failure`` (the policy's), ``agent_timeout``,
-``infra_error`` (engine down, image missing, sandbox died or OOM, anything not the policy's fault:
-discarded for training, optionally retried as a new rollout), ``verifier_error``, or ``cancelled``
-(the run was interrupted while it ran: discarded for training like infra errors).
+``infra_error`` (engine down, image missing, sandbox died, the harness OOM-killed, anything not the policy's
+fault: discarded for training, optionally retried as a new rollout), ``verifier_error``, or ``cancelled``
+(the run was interrupted while it ran: discarded for training like infra errors). A command of the agent's that
+the kernel OOM-kills while the harness goes on is the policy's doing: the rollout is verified as usual.
 """
 
 from __future__ import annotations
@@ -322,12 +323,16 @@ class Orchestrator:
             result.reward = 0.0  # nothing is left to verify
         elif health.ended_from_inside:  # e.g. a root agent's `kill 1`: not an infra error to be discarded
             _ended_by_agent(result, health)
-        elif not health.running or health.oom_killed:
+        elif not health.running:
             result.status, result.reason = "infra_error", "sandbox OOM-killed" if health.oom_killed else health.detail
+        elif health.oom_killed and _killed(run):  # the harness itself, most likely: the task's memory cannot hold it
+            result.status, result.reason = "infra_error", f"harness OOM-killed ({health.detail})"
         elif run.timed_out:
             result.status, result.reason = "agent_timeout", f"agent ran past {timeout:.0f} s"
         else:
             result.status, result.reason = "failure", ""  # until the verifier says otherwise
+        if health.oom_killed and result.status != "infra_error":  # a command of the agent's ran out of the task's
+            result.sandbox["oom_killed"] = health.detail or True  # memory and the harness went on: the policy's
         if health.running:
             await self._check_storage(sandbox, job.task, result)
 
@@ -468,6 +473,12 @@ def _ended_by_agent(result: RolloutResult, health: SandboxHealth) -> None:
     result.status, result.reward = "failure", 0.0
     result.reason = f"the agent ended its own sandbox ({health.detail})"
     result.sandbox["ended_by_agent"] = True
+
+
+def _killed(run: ExecResult) -> bool:
+    """Whether the harness's own process ended by SIGKILL (the shell's 137, or a signal number) rather than by
+    exiting: what an OOM kill of the harness looks like, as opposed to a harness that saw its command killed."""
+    return not run.timed_out and run.exit_code in (137, -9)
 
 
 async def _ended(sandbox: Sandbox, settle_sec: float = 3.0) -> SandboxHealth | None:

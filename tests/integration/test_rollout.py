@@ -159,11 +159,23 @@ def test_nop_and_oracle_need_no_model_and_score_0_and_1(tmp_path: Path):
     assert [(r.status, r.reward) for r in nop] == [("failure", 0.0)]
 
 
-def test_sandbox_oom_is_an_infra_error_not_a_policy_failure(tmp_path: Path):
+def test_a_harness_oom_killed_itself_is_an_infra_error_not_a_policy_failure(tmp_path: Path):
     task = make_task(tmp_path, "hello", memory_mb=64)
     hog = ShellHarness("python3 -c 'x = bytearray(512 * 2**20)'")
     _, results = rollout(config(tmp_path, [task]), harness=hog)
     assert results[0].status == "infra_error" and "OOM" in results[0].reason
+
+
+def test_an_agent_command_that_runs_out_of_memory_is_verified_and_kept_not_discarded(tmp_path: Path):
+    """The kernel OOM-kills a command the agent ran and the harness goes on: the policy's doing, verified as usual.
+    Discarding it as an infra error would let a policy escape any failure by running out of memory on purpose."""
+    task = make_task(tmp_path, "hello", memory_mb=64)
+    hog = "python3 -c 'x = bytearray(512 * 2**20)'; "
+    _, solved = rollout(config(tmp_path / "solved", [task], retry_infra=1),
+                        harness=ShellHarness(hog + "echo hi > /app/hello.txt"))
+    _, gave_up = rollout(config(tmp_path / "gave-up", [task], retry_infra=1), harness=ShellHarness(hog + "exit 0"))
+    assert [(r.status, r.reward, r.try_index) for r in solved + gave_up] == [("success", 1.0, 0), ("failure", 0.0, 0)]
+    assert all("OOM-killed" in r.sandbox["oom_killed"] for r in solved + gave_up)
 
 
 def test_forced_tool_calls_with_the_scripted_engine_still_succeed(tmp_path: Path):

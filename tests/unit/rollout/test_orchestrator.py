@@ -87,7 +87,7 @@ def test_a_reward_file_the_agent_planted_is_gone_before_the_verifier_runs(tmp_pa
 
 @pytest.mark.parametrize("scenario, why", [
     (Scenario(agent=dies()), "container exited"),
-    (Scenario(agent=oom_kills(then=exits(0)), verifier=reward(1)), "OOM"),
+    (Scenario(agent=oom_kills(), verifier=reward(1)), "harness OOM-killed"),
     (Scenario(agent=dies(oom=True)), "OOM"),
     (Scenario(verifier=dies(detail="container was removed")), "sandbox died during verification"),
     (Scenario(verifier=dies(detail="Evicted: memory", exec_fails=True)), "died during verification: Evicted"),
@@ -115,6 +115,16 @@ def test_an_exec_into_a_sandbox_that_just_ended_is_classified_by_why_it_ended(tm
                                                                                why: str):
     _, results = run(tmp_path, FakeRuntime(Scenario(agent=step)))
     assert statuses(results) == [expected] and why in results[0].reason, results[0].reason
+
+
+@pytest.mark.parametrize(("verdict", "expected"), [(1, ("success", 1.0)), (0, ("failure", 0.0))])
+def test_a_command_of_the_agent_s_that_runs_out_of_memory_is_the_policy_s_doing(tmp_path: Path, verdict, expected):
+    """The kernel OOM-kills what the agent ran, the harness goes on: the rollout is verified and kept, never an
+    infra error to be discarded (else running out of memory on purpose would be a way out of every failure)."""
+    _, results = run(tmp_path, FakeRuntime(Scenario(agent=oom_kills(then=exits(0)), verifier=reward(verdict))),
+                     retry_infra=2)
+    assert statuses(results) == [expected] and results[0].try_index == 0
+    assert results[0].sandbox["oom_killed"]
 
 
 def test_infra_errors_are_retried_as_new_rollouts_and_only_the_final_try_counts(tmp_path: Path):
