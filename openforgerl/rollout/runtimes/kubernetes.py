@@ -8,8 +8,9 @@ bound on concurrent handshakes and jittered retries on 429/5xx; a command with a
 detached in its own process group, its exit code written by a shell outside that group, so a timeout
 kills exactly what it started and a dropped stream loses nothing. Pod failures map onto the same
 statuses as Docker: whatever is not the policy's doing (image pulls, scheduling, eviction, node loss,
-preemption, the keepalive's death) is a ``SandboxError`` or an unhealthy sandbox (``infra_error``);
-the pod's deadline passing while the agent runs is an agent timeout. ``release`` and ``sweep`` delete
+preemption, the keepalive's death from outside) is a ``SandboxError`` or an unhealthy sandbox (``infra_error``);
+the pod's deadline passing while the agent runs is an agent timeout; a keepalive ended by a signal that no
+eviction, deletion or OOM kill explains was ended from inside, the policy's doing. ``release`` and ``sweep`` delete
 what a finished run, or one whose owner died, left behind.
 """
 
@@ -773,9 +774,13 @@ def pending_reason(pod: dict[str, Any] | None) -> str:
     return f"phase {status.get('phase', 'Pending')}"
 
 
+UNKNOWN_STATE = "ContainerStatusUnknown"
+"""The kubelet's reason for a container whose end it did not see (its runtime lost it): not the agent's doing."""
+
+
 def pod_health(state: PodState) -> SandboxHealth:
-    """The taxonomy: a running keepalive is healthy (OOM kills inside it are reported); an ended pod says
-    why, with ``deadline`` set when its own activeDeadlineSeconds ended it."""
+    """The taxonomy: a running keepalive is healthy; an ended pod says why, with ``deadline`` set when its own
+    activeDeadlineSeconds ended it and ``ended_from_inside`` when a process of its own ended its keepalive."""
     if state.gone:
         return SandboxHealth(False, detail="pod was deleted (node lost, preempted or removed by hand)")
     pod = state.obj or {}
@@ -800,8 +805,14 @@ def pod_health(state: PodState) -> SandboxHealth:
     if reason:  # evicted, preempted, its node lost: the pod's own reason says more than its container's
         return SandboxHealth(False, detail=f"pod {phase or 'gone'}: {reason} {message}".strip())
     if terminated:
-        return SandboxHealth(False, detail=f"keepalive terminated: {terminated.get('reason', '')} "
-                                           f"(exit {terminated.get('exitCode')})")
+        code = terminated.get("exitCode")
+        detail = f"keepalive terminated: {terminated.get('reason', '')} (exit {code})"
+        if isinstance(code, int) and code > 128 and not ending and terminated.get("reason") != UNKNOWN_STATE:
+            # a signal with no eviction, deletion, deadline, preemption or OOM kill behind it: the kubelet sets a
+            # reason (or deletes the pod) for every kill of its own, so this came from inside, e.g. a root agent's
+            # `kill 1` under an init keepalive (`tini`) that forwards it; a plain `sleep` as PID 1 ignores it
+            return SandboxHealth(False, detail=f"{detail}: its init was ended from inside", ended_from_inside=True)
+        return SandboxHealth(False, detail=detail)
     if phase == "Running":
         return SandboxHealth(False, detail=f"pod {'being deleted' if ending else 'lost'}: {reason} {message}".strip())
     return SandboxHealth(False, detail=f"pod {phase or 'gone'}: {reason} {message}".strip())

@@ -353,6 +353,24 @@ def test_the_pod_s_deadline_passing_under_the_agent_is_an_agent_timeout(tmp_path
     assert time.monotonic() - started < 120  # it ended with its pod, not when the agent's command would have
 
 
+@namespaces
+@pytest.mark.parametrize(("terminated", "expected"), [
+    ({"exitCode": 143, "reason": "Error"}, [("failure", 0.0, 0)]),  # an init keepalive forwarded `kill 1`
+    ({"exitCode": 137, "reason": "ContainerStatusUnknown"}, [("infra_error", None, 0), ("success", 1.0, 1)]),
+])
+def test_a_keepalive_ended_from_inside_is_the_agent_s_doing_and_one_the_node_lost_is_not(
+        tmp_path: Path, terminated: dict, expected: list):
+    ended = {"phase": "Failed", "containerStatuses": [{"name": "sandbox", "ready": False, "restartCount": 0,
+                                                       "state": {"terminated": terminated}}]}
+
+    async def during(cluster: FakeCluster) -> None:
+        await _evict_first_pod(cluster, ended, "/logs/started")
+    script = "touch /logs/started; sleep 3; echo hi > /app/hello.txt"
+    results = rollouts(tmp_path, script, during=during, retry_infra=1)
+    assert [(r.status, r.reward, r.try_index) for r in results] == expected, [r.reason for r in results]
+    assert results[0].sandbox.get("ended_by_agent", False) == (expected[0][0] == "failure")
+
+
 def test_a_missing_image_is_an_infra_error_per_rollout(tmp_path: Path):
     results = rollouts(tmp_path, "true", cluster_kw={"missing_images": [IMAGE], "isolation": "none"})
     assert statuses(results) == [("infra_error", None)] and "ErrImagePull" in results[0].reason

@@ -47,12 +47,27 @@ def test_an_unschedulable_pod_names_why_when_the_startup_budget_runs_out():
     ("preempted", False, False, False, "PreemptionByScheduler"),
     ("oom_killed", False, True, False, "OOM"),
     ("keepalive_exited", False, False, False, "exit 127"),
+    ("container_status_unknown", False, False, False, "ContainerStatusUnknown"),
     ("deadline_exceeded", False, False, True, "DeadlineExceeded"),
 ])
 def test_a_pod_that_ends_under_the_agent_says_why(row: str, running: bool, oom: bool, deadline: bool, detail: str):
     health = pod_health(state(row))
     assert (health.running, health.oom_killed, health.deadline) == (running, oom, deadline)
     assert detail in health.detail
+
+
+def test_a_keepalive_ended_by_a_signal_nothing_outside_sent_was_ended_from_inside():
+    """An init keepalive (tini) forwards a root agent's `kill 1`: the pod fails with exit 143 and no reason of the
+    kubelet's. Not an infra error to discard (a way out of every failure), the agent's doing."""
+    health = pod_health(state("keepalive_ended_from_inside"))
+    assert not health.running and health.ended_from_inside and "exit 143" in health.detail
+    for row in ("keepalive_exited", "container_status_unknown", "oom_killed", "evicted", "node_lost", "preempted",
+                "deadline_exceeded"):  # a keepalive that never ran, or ended by the node or the kubelet
+        assert not pod_health(state(row)).ended_from_inside, row
+    deleting = state("keepalive_ended_from_inside")
+    assert deleting.obj is not None
+    deleting.obj["metadata"]["deletionTimestamp"] = "2026-11-30T10:03:39Z"  # killed as its pod was deleted
+    assert not pod_health(deleting).ended_from_inside
 
 
 def test_an_eviction_for_the_pod_s_own_storage_is_the_agent_s_doing():
