@@ -10,7 +10,9 @@ soon as it is known — ``success`` / ``failure`` (the policy's), ``agent_timeou
 ``infra_error`` (engine down, image missing, sandbox died, the harness OOM-killed, anything not the policy's
 fault: discarded for training, optionally retried as a new rollout), ``verifier_error``, or ``cancelled``
 (the run was interrupted while it ran: discarded for training like infra errors). A command of the agent's that
-the kernel OOM-kills while the harness goes on is the policy's doing: the rollout is verified as usual.
+the kernel OOM-kills while the harness goes on is the policy's doing: the rollout is verified as usual. So is a
+verifier ended by a signal or a sandbox whose init is ended from inside while the verifier runs the agent's work
+(reward 0): a ``verifier_error`` is discarded, so one the agent can cause would be a way out of every failure.
 """
 
 from __future__ import annotations
@@ -391,7 +393,7 @@ class Orchestrator:
             ended = await _ended(sandbox)
             if ended is None:
                 raise
-            result.status, result.reason = "infra_error", f"sandbox died during verification: {ended.detail}"
+            _died_under_verifier(result, ended)
             return
         finally:
             if self.judge is not None and token:
@@ -403,7 +405,12 @@ class Orchestrator:
         if verdict.error:
             health = await sandbox.health()
             if not health.running:
-                result.status, result.reason = "infra_error", f"sandbox died during verification: {health.detail}"
+                _died_under_verifier(result, health)
+            elif verdict.signal is not None:  # the agent's code killed the verifier, or ran it out of memory: a
+                result.reward = 0.0  # verifier error would be a way out of any failure (status: failure or timeout)
+                result.reason = f"the verifier was ended by signal {verdict.signal} under the agent's work " \
+                                f"({verdict.error})"
+                result.sandbox["verifier_signal"] = verdict.signal
             else:
                 result.status, result.reason = "verifier_error", verdict.error
             return
@@ -467,6 +474,15 @@ def network_mode(config: RolloutConfig, task: Task) -> NetworkMode:
 def agent_user(config: RolloutConfig, task: Task) -> str:
     """Who the agent runs as: the run's override, else the task's (see ``Task.agent_user``)."""
     return config.agent_user or task.agent_user
+
+
+def _died_under_verifier(result: RolloutResult, health: SandboxHealth) -> None:
+    """The sandbox ended while the verifier ran: from inside (code the agent wrote, run by the verifier as root,
+    ended its init) is the agent's doing; anything else is not the policy's."""
+    if health.ended_from_inside:
+        _ended_by_agent(result, health)
+    else:
+        result.status, result.reason = "infra_error", f"sandbox died during verification: {health.detail}"
 
 
 def _ended_by_agent(result: RolloutResult, health: SandboxHealth) -> None:

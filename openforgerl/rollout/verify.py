@@ -51,7 +51,17 @@ async def run_verifier(sandbox: Sandbox, task: Task, timeout: float, workdir: st
     verdict.seconds, verdict.stdout, verdict.stderr = result.seconds, result.stdout, result.stderr
     if verdict.error and result.exit_code != 0:
         verdict.error += f" (test.sh exit {result.exit_code}: {result.tail(300)})"
+        verdict.signal = signal_of(result.exit_code)
     return verdict
+
+
+def signal_of(exit_code: int | None) -> int | None:
+    """The signal an exit code says ended the process: a shell's 128 + N, or Python's -N."""
+    if exit_code is None:
+        return None
+    if 128 < exit_code <= 128 + 64:
+        return exit_code - 128
+    return -exit_code if -64 <= exit_code < 0 else None
 
 
 async def _put_files(sandbox: Sandbox, files: dict[str, str]) -> None:

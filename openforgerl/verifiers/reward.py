@@ -24,6 +24,9 @@ class Verdict:
     reward: float | None
     metrics: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    signal: int | None = None
+    """The signal that ended the verifier's own process, when one did (not its timeout): nothing but the code
+    it runs (the agent's work) or the kernel's OOM killer sends one, since the agent's processes end before it."""
     seconds: float = 0.0
     stdout: str = ""
     stderr: str = ""

@@ -149,3 +149,34 @@ def test_an_agent_that_ends_its_own_container_scores_0_and_is_not_discarded(tmp_
     # (a root agent's container ended, or ended as the seal restarted it: either way, a kept failure)
     assert any(ended for _, _, ended, _ in outcome.values()), outcome
 
+
+
+# A verifier that runs the agent's program, as many do (as root).
+RUN_TEST_SH = """#!/bin/bash
+mkdir -p /logs/verifier
+out=$(python3 /app/solution.py 2>/dev/null)
+[ "$out" = hi ] && r=1 || r=0
+echo "{\\"reward\\": $r}" > /logs/verifier/reward.json
+"""
+
+
+def test_an_agent_program_that_ends_its_verifier_scores_0_and_is_not_discarded(tmp_path: Path):
+    """The verifier runs what the agent wrote. A program that kills the verifier (no reward written) or ends the
+    container's init under it would, as a discarded verifier_error or infra_error, be a way out of every failure:
+    both are the policy's failure, reward 0, kept; a program that does the task still scores 1."""
+    programs = {"kills-its-verifier": "import os, signal; os.kill(os.getppid(), signal.SIGKILL)",
+                "kills-its-group": "import os, signal; os.killpg(0, signal.SIGKILL)",
+                "ends-init": "import os, signal, time; os.kill(1, signal.SIGTERM); time.sleep(5)",
+                "solves": "print('hi')"}
+    tasks = [write_task(tmp_path / "tasks", name, test_sh=RUN_TEST_SH,
+                        solution=f"#!/bin/bash\ncat > /app/solution.py <<'EOF'\n{program}\nEOF\n")
+             for name, program in programs.items()]
+    config = RolloutConfig(tasks=[str(t) for t in tasks], harness="oracle", concurrency=2, retry_infra=1,
+                           run_dir=str(tmp_path / "run"))
+    _, results = asyncio.run(run_rollouts(config))
+    outcome = {r.task: (r.status, r.reward, r.reason) for r in results}
+    assert len(results) == len(tasks), outcome  # one try each: nothing was retried
+    assert outcome["solves"][:2] == ("success", 1.0), outcome
+    for name in ("kills-its-verifier", "kills-its-group", "ends-init"):
+        assert outcome[name][:2] == ("failure", 0.0), (name, outcome[name])
+    assert "ended its own sandbox" in outcome["ends-init"][2], outcome["ends-init"]

@@ -70,11 +70,31 @@ def test_an_agent_past_its_timeout_is_killed_and_recorded_as_agent_timeout(tmp_p
     (writes("/logs/verifier/reward.json", '{"reward": "high"}'), "finite number"),
     (writes("/logs/verifier/reward.json", "{oops"), "not JSON"),
     (exits(2, stderr="boom"), "boom"),
+    (exits(200, stderr="boom"), "exit 200"),  # a code past the signals' range is the verifier's own
     (hangs(), "timed out"),
 ])
 def test_a_verifier_that_cannot_decide_is_a_verifier_error(tmp_path: Path, verifier, why: str):
     _, results = run(tmp_path, FakeRuntime(Scenario(verifier=verifier)), verifier_timeout_sec=0.05)
     assert statuses(results) == [("verifier_error", None)] and why in results[0].reason
+
+
+@pytest.mark.parametrize(("verifier", "agent", "expected", "why"), [
+    (exits(137, stderr="Killed"), exits(0), ("failure", 0.0), "signal 9"),  # OOM-killed, or killed by what it ran
+    (exits(143), hangs(), ("agent_timeout", 0.0), "signal 15"),
+    (exits(-9), exits(0), ("failure", 0.0), "signal 9"),
+    (dies(detail="exit 143: its init was ended from inside", from_inside=True), exits(0), ("failure", 0.0),
+     "ended its own sandbox"),
+    (dies(detail="exit 137: its init was ended from inside", from_inside=True, exec_fails=True), exits(0),
+     ("failure", 0.0), "ended its own sandbox"),
+])
+def test_a_verifier_ended_under_the_agent_s_work_scores_0_and_is_kept(tmp_path: Path, verifier, agent, expected,
+                                                                       why: str):
+    """The verifier runs what the agent wrote (as root): code that kills it, runs it out of memory or ends the
+    sandbox's init must not turn a failure into a discarded verifier_error or infra_error."""
+    _, results = run(tmp_path, FakeRuntime(Scenario(agent=agent, verifier=verifier)), retry_infra=2,
+                     agent_timeout_sec=0.05)
+    assert statuses(results) == [expected] and why in results[0].reason, results[0].reason
+    assert results[0].try_index == 0
 
 
 def test_a_reward_file_the_agent_planted_is_gone_before_the_verifier_runs(tmp_path: Path):
