@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import time
 import traceback
 import uuid
@@ -54,7 +55,7 @@ from openforgerl.rollout.runtime import (
 from openforgerl.rollout.runtimes import runtime_config
 from openforgerl.rollout.runtimes.docker import DockerRuntimeConfig
 from openforgerl.rollout.transcript import to_jsonl, transcript_events
-from openforgerl.rollout.verify import run_verifier
+from openforgerl.rollout.verify import run_verifier, signal_of
 from openforgerl.tasks import Task
 
 log = get_logger(__name__)
@@ -494,7 +495,7 @@ def _ended_by_agent(result: RolloutResult, health: SandboxHealth) -> None:
 def _killed(run: ExecResult) -> bool:
     """Whether the harness's own process ended by SIGKILL (the shell's 137, or a signal number) rather than by
     exiting: what an OOM kill of the harness looks like, as opposed to a harness that saw its command killed."""
-    return not run.timed_out and run.exit_code in (137, -9)
+    return not run.timed_out and signal_of(run.exit_code) == signal.SIGKILL
 
 
 async def _ended(sandbox: Sandbox, settle_sec: float = 3.0) -> SandboxHealth | None:
