@@ -86,8 +86,10 @@ def check_bounds(harness: str, results: list[RolloutResult], limit: float) -> tu
     if harness == "nop":
         return False, (f"nop check: {what} scored {_fmt(rewards)} > nop_max {limit:g} in {len(bad)}/{len(results)} "
                        "repeats: the verifier passes without the task being done")
+    hung = next((r.reason for r in results if r.sandbox.get("verifier_timeout")), "")
     return False, (f"oracle check: {what} scored {_fmt(rewards)} < oracle_min {limit:g} in {len(bad)}/{len(results)} "
-                   "repeats: the solution does not solve the task, or the verifier rejects a correct solution")
+                   "repeats: the solution does not solve the task, or the verifier rejects a correct solution"
+                   + (f" ({hung})" if hung else ""))
 
 
 def _fmt(rewards: list[float | None]) -> str:

@@ -12,7 +12,8 @@ fault: discarded for training, optionally retried as a new rollout), ``verifier_
 (the run was interrupted while it ran: discarded for training like infra errors). A command of the agent's that
 the kernel OOM-kills while the harness goes on is the policy's doing: the rollout is verified as usual. So is a
 verifier ended by a signal or a sandbox whose init is ended from inside while the verifier runs the agent's work
-(reward 0): a ``verifier_error`` is discarded, so one the agent can cause would be a way out of every failure.
+(reward 0), and a verifier that times out on the agent's work but not on a fresh sandbox of the same image: a
+``verifier_error`` is discarded, so one the agent can cause would be a way out of every failure.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ MIB = 1024 * 1024
 SANDBOX_SETUP_SEC = 300.0
 """Beyond the agent and verifier budgets, what a sandbox's deadline allows for its start, the harness's
 setup, the seal and the copies out."""
+CONTROL_HEADROOM = 0.5
+"""A verifier that timed out on the agent's work is blamed on that work only when, on the task's untouched image,
+it ends within this share of its timeout (a verifier near its limit anyway, or a loaded machine, is not the
+policy's doing)."""
 TRANSCRIPT = "transcript.jsonl"
 """In /logs/verifier, for tasks whose [verifier] transcript is set."""
 
@@ -285,7 +290,7 @@ class Orchestrator:
                             raise
                         _ended_by_agent(result, ended)
                 if result.status in ("failure", "agent_timeout") and result.reward is None:
-                    await self._verify_phase(sandbox, task, result)
+                    await self._verify_phase(sandbox, task, result, spec)
             finally:
                 t1 = time.monotonic()
                 await self._save_logs(sandbox, result)
@@ -382,7 +387,7 @@ class Orchestrator:
                 ", ".join(bad[:5])
             result.sandbox["tampered"] = bad
 
-    async def _verify_phase(self, sandbox: Sandbox, task: Task, result: RolloutResult) -> None:
+    async def _verify_phase(self, sandbox: Sandbox, task: Task, result: RolloutResult, spec: SandboxSpec) -> None:
         timeout, t0 = self.config.verifier_timeout_sec or task.config.verifier.timeout_sec, time.monotonic()
         files = await self._verifier_files(task, result)
         url = self.judge_urls.get(network_mode(self.config, task))
@@ -412,12 +417,45 @@ class Orchestrator:
                 result.reason = f"the verifier was ended by signal {verdict.signal} under the agent's work " \
                                 f"({verdict.error})"
                 result.sandbox["verifier_signal"] = verdict.signal
+            elif verdict.timed_out:
+                await self._timed_out(task, result, spec, timeout, verdict.error)
             else:
                 result.status, result.reason = "verifier_error", verdict.error
             return
         result.reward = verdict.reward
         if result.status == "failure" and verdict.reward is not None:  # the agent phase ended normally
             result.status = "success" if verdict.reward >= self.config.pass_threshold else "failure"
+
+    async def _timed_out(self, task: Task, result: RolloutResult, spec: SandboxSpec, timeout: float,
+                         error: str) -> None:
+        """The verifier ran past its timeout on the agent's work: the same verifier on a fresh sandbox of the same
+        image (the untouched state, no agent) tells whose hang it is. One that ends there well within the timeout
+        hangs on what the agent left (a replaced interpreter, a solution that loops, a process holding a lock):
+        reward 0, kept, since a discarded verifier_error would be a way out of any failure. One that hangs there
+        too is the verifier's own (or the machine's) and stays a verifier_error; so does a verifier that asks a
+        judge, whose latency is not the policy's."""
+        if task.config.verifier.judge:
+            result.status, result.reason = "verifier_error", error
+            return
+        labels = {**spec.labels, LABEL_ROLLOUT: f"{spec.labels.get(LABEL_ROLLOUT, 'rollout')}-control"}
+        control_spec = spec.model_copy(update={"labels": labels, "deadline_sec": timeout + SANDBOX_SETUP_SEC})
+        t0 = time.monotonic()
+        try:
+            async with self.runtime.sandbox(control_spec) as control:
+                verdict = await run_verifier(control, task, timeout, self.config.workdir)
+        except ForgeError as exc:
+            result.status, result.reason = "verifier_error", f"{error} (no control run: {exc})"
+            return
+        finally:
+            result.timings["control_verifier_s"] = time.monotonic() - t0
+        result.sandbox["verifier_timeout"] = {"seconds": timeout, "control_s": round(verdict.seconds, 3)}
+        if verdict.timed_out or verdict.seconds > timeout * CONTROL_HEADROOM:
+            result.status = "verifier_error"
+            result.reason = f"{error}, and took {verdict.seconds:.1f} s or more on the task's untouched image too"
+            return
+        result.reward = 0.0  # status stays failure or agent_timeout
+        result.reason = f"{error} on the agent's work; on the task's untouched image it ended in " \
+                        f"{verdict.seconds:.1f} s"
 
     async def _verifier_files(self, task: Task, result: RolloutResult) -> dict[str, str]:
         """What the verifier gets from the host: the transcript, when the task asks for it (empty when the

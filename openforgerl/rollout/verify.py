@@ -45,8 +45,8 @@ async def run_verifier(sandbox: Sandbox, task: Task, timeout: float, workdir: st
     result = await sandbox.exec(verifier_command({**task.config.verifier.env, **(env or {})}), user="0",
                                 timeout=timeout, cwd=workdir)
     if result.timed_out:
-        return Verdict(None, error=f"verifier timed out after {timeout:.0f} s", seconds=result.seconds,
-                       stdout=result.stdout, stderr=result.stderr)
+        return Verdict(None, error=f"verifier timed out after {timeout:.0f} s", timed_out=True,
+                       seconds=result.seconds, stdout=result.stdout, stderr=result.stderr)
     verdict = await _read_reward(sandbox)
     verdict.seconds, verdict.stdout, verdict.stderr = result.seconds, result.stdout, result.stderr
     if verdict.error and result.exit_code != 0:

@@ -23,7 +23,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,6 +56,16 @@ def hangs() -> Step:
     async def step(box: FakeSandbox, command: list[str], timeout: float | None) -> ExecResult:
         await asyncio.sleep(timeout if timeout is not None else 3600.0)
         return ExecResult(None, "", "", timeout or 0.0, timed_out=True)
+    return step
+
+
+def takes(seconds: float, then: Step) -> Step:
+    """The command runs ``seconds`` (if its timeout allows), then ends like ``then``."""
+    async def step(box: FakeSandbox, command: list[str], timeout: float | None) -> ExecResult:
+        if timeout is not None and seconds >= timeout:
+            return await hangs()(box, command, timeout)
+        await asyncio.sleep(seconds)
+        return replace(await then(box, command, timeout), seconds=seconds)
     return step
 
 

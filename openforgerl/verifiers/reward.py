@@ -27,6 +27,8 @@ class Verdict:
     signal: int | None = None
     """The signal that ended the verifier's own process, when one did (not its timeout): nothing but the code
     it runs (the agent's work) or the kernel's OOM killer sends one, since the agent's processes end before it."""
+    timed_out: bool = False
+    """The verifier ran past its timeout and was killed."""
     seconds: float = 0.0
     stdout: str = ""
     stderr: str = ""

@@ -180,3 +180,28 @@ def test_an_agent_program_that_ends_its_verifier_scores_0_and_is_not_discarded(t
     for name in ("kills-its-verifier", "kills-its-group", "ends-init"):
         assert outcome[name][:2] == ("failure", 0.0), (name, outcome[name])
     assert "ended its own sandbox" in outcome["ends-init"][2], outcome["ends-init"]
+
+
+def test_an_agent_program_that_hangs_its_verifier_scores_0_and_a_verifier_that_hangs_by_itself_is_discarded(
+        tmp_path: Path):
+    """A program that makes the verifier run past its timeout (it loops, or sleeps) would, as a discarded
+    verifier_error, be a way out of every failure. The same verifier on a fresh container of the image (no agent)
+    ends at once, so the hang is the policy's: reward 0, kept. A test.sh that hangs whatever the agent did is the
+    verifier's own fault: a verifier_error, as before."""
+    hang_sh = "#!/bin/bash\nsleep 600\n"
+    tasks = [write_task(tmp_path / "tasks", name, test_sh=test_sh,
+                        solution=f"#!/bin/bash\ncat > /app/solution.py <<'EOF'\n{program}\nEOF\n")
+             for name, program, test_sh in [("loops", "while True: pass", RUN_TEST_SH),
+                                            ("sleeps", "import time; time.sleep(600)", RUN_TEST_SH),
+                                            ("solves", "print('hi')", RUN_TEST_SH),
+                                            ("verifier-hangs", "print('hi')", hang_sh)]]
+    config = RolloutConfig(tasks=[str(t) for t in tasks], harness="oracle", concurrency=2, retry_infra=1,
+                           verifier_timeout_sec=8, run_dir=str(tmp_path / "run"))
+    _, results = asyncio.run(run_rollouts(config))
+    outcome = {r.task: (r.status, r.reward, r.reason) for r in results}
+    assert len(results) == len(tasks), outcome  # one try each: nothing was retried
+    assert outcome["solves"][:2] == ("success", 1.0), outcome
+    for name in ("loops", "sleeps"):
+        assert outcome[name][:2] == ("failure", 0.0) and "on the agent's work" in outcome[name][2], outcome[name]
+    assert outcome["verifier-hangs"][:2] == ("verifier_error", None), outcome["verifier-hangs"]
+    assert "untouched image too" in outcome["verifier-hangs"][2], outcome["verifier-hangs"]

@@ -16,6 +16,7 @@ from orchestration import Agent, ModelAgent, run, statuses
 from openforgerl.errors import ProviderError, SandboxError, UserError
 from openforgerl.rollout.orchestrator import RolloutConfig
 from openforgerl.rollout.proxy.engine import ScriptTurn
+from openforgerl.rollout.runtime import LABEL_ROLLOUT
 from openforgerl.rollout.proxy_handle import ProxyHandle
 from openforgerl.rollout.run import run_rollouts
 from openforgerl.testing.proxy import InProcessProxy
@@ -29,6 +30,7 @@ from openforgerl.testing.runtime import (
     raises,
     reward,
     scripted,
+    takes,
     writes,
 )
 from openforgerl.testing.tasks import write_task
@@ -95,6 +97,41 @@ def test_a_verifier_ended_under_the_agent_s_work_scores_0_and_is_kept(tmp_path: 
                      agent_timeout_sec=0.05)
     assert statuses(results) == [expected] and why in results[0].reason, results[0].reason
     assert results[0].try_index == 0
+
+
+def control_apart(main: Scenario, control: Scenario):
+    """The rollout's own sandbox plays ``main``; the verifier's control run on the untouched image, ``control``."""
+    return lambda spec, n: control if spec.labels.get(LABEL_ROLLOUT, "").endswith("-control") else main
+
+
+@pytest.mark.parametrize(("agent", "expected"), [(exits(0), "failure"), (hangs(), "agent_timeout")])
+def test_a_verifier_that_hangs_only_on_the_agent_s_work_scores_0_and_is_kept(tmp_path: Path, agent, expected):
+    """A root agent that replaces the interpreter the tests run with ``sleep``, or leaves a solution that loops,
+    makes the verifier run past its timeout: a discarded verifier_error would be a way out of any failure. The
+    same verifier on a fresh sandbox of the image ends at once, so the hang is the agent's."""
+    runtime = FakeRuntime(control_apart(Scenario(agent=agent, verifier=hangs()), Scenario(verifier=reward(0))))
+    _, results = run(tmp_path, runtime, retry_infra=2, agent_timeout_sec=0.05, verifier_timeout_sec=0.5)
+    assert statuses(results) == [(expected, 0.0)] and "on the agent's work" in results[0].reason, results[0].reason
+    assert results[0].sandbox["verifier_timeout"]["seconds"] == 0.5 and results[0].try_index == 0
+    control = [box for box in runtime.sandboxes if box.spec.labels[LABEL_ROLLOUT].endswith("-control")]
+    assert len(control) == 1 and [argv[-2:] for argv, user, _ in control[0].execs if user != "0"] == []  # no agent
+    assert runtime.left_running == []
+
+
+@pytest.mark.parametrize("control", [hangs(), takes(0.4, reward(0))])
+def test_a_verifier_that_is_slow_on_the_untouched_image_too_stays_a_verifier_error(tmp_path: Path, control):
+    """Hanging on the fresh image as well (or using more than half its timeout there) is the verifier's own
+    problem or the machine's, not the policy's: discarded as before."""
+    runtime = FakeRuntime(control_apart(Scenario(verifier=hangs()), Scenario(verifier=control)))
+    _, results = run(tmp_path, runtime, verifier_timeout_sec=0.5)
+    assert statuses(results) == [("verifier_error", None)], results[0].reason
+    assert "untouched image too" in results[0].reason and runtime.left_running == []
+
+
+def test_a_verifier_timeout_with_no_control_run_stays_a_verifier_error(tmp_path: Path):
+    runtime = FakeRuntime(control_apart(Scenario(verifier=hangs()), Scenario(start_error=SandboxError("no room"))))
+    _, results = run(tmp_path, runtime, verifier_timeout_sec=0.05)
+    assert statuses(results) == [("verifier_error", None)] and "no control run: no room" in results[0].reason
 
 
 def test_a_reward_file_the_agent_planted_is_gone_before_the_verifier_runs(tmp_path: Path):
