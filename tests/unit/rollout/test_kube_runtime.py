@@ -306,6 +306,20 @@ def test_an_agent_past_its_timeout_is_an_agent_timeout_and_is_killed(tmp_path: P
 
 
 @namespaces
+@pytest.mark.parametrize(("script", "test_sh", "expected", "why"), [
+    ("echo 'sleep 600' > /app/check.sh",
+     "#!/bin/bash\nmkdir -p /logs/verifier\n[ -f /app/check.sh ] && bash /app/check.sh\n"
+     "echo 0 > /logs/verifier/reward.txt\n", ("failure", 0.0), "on the agent's work"),
+    ("true", "#!/bin/bash\nsleep 600\n", ("verifier_error", None), "untouched image too"),
+])
+def test_a_verifier_hang_is_put_on_the_agent_only_when_a_fresh_pod_s_verifier_ends(tmp_path: Path, script: str,
+                                                                                    test_sh: str, expected, why: str):
+    """The control run of a verifier that timed out is a pod of its own (no agent), removed with the rest."""
+    results = rollouts(tmp_path, script, task={"test_sh": test_sh}, verifier_timeout_sec=3)
+    assert statuses(results) == [expected] and why in results[0].reason, results[0].reason
+
+
+@namespaces
 def test_a_reward_the_agent_planted_never_counts(tmp_path: Path):
     plant = "mkdir -p /logs/verifier; echo '{\"reward\": 1}' > /logs/verifier/reward.json"
     results = rollouts(tmp_path, plant, task={"test_sh": "#!/bin/bash\ntrue\n"})
