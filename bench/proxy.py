@@ -682,7 +682,7 @@ def write_section(out: Path, begin: str, end: str, lines: list[str]) -> None:
     if begin in text and end in text:
         text = text[:text.index(begin)] + section + text[text.index(end) + len(end) + 1:]
     else:  # a new section goes before the first one there is (its begin marker, or its heading)
-        starts = [m.start() for m in re.finditer(r"^(<!-- \w+:begin -->|## )", text, re.M)]
+        starts = [m.start() for m in re.finditer(r"^(<!-- [\w-]+:begin -->|## )", text, re.M)]
         text = text[:starts[0]] + section + "\n" + text[starts[0]:] if starts else text + "\n" + section
     out.write_text(text)
     print(section)
