@@ -99,6 +99,10 @@ class VLLMEngineConfig(BaseModel):
     """Longest wait for one turn."""
     max_connections: int = 512
     """Connection pool size towards vLLM."""
+    keepalive_s: float = Field(3.0, gt=0)
+    """How long an idle connection to vLLM is kept for the next call. Below vLLM's own keep-alive (uvicorn's
+    5 s, ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``): a connection the engine has just closed, picked for the next call,
+    fails that call's request (aiohttp retries only idempotent methods; a turn is a POST)."""
     stream_interval: int = Field(STREAM_INTERVAL, ge=1)
     """Tokens vLLM batches into each streamed chunk (its per-request ``stream_interval``, in vLLM 0.32; the
     first and the last chunk still go out at once; a vLLM without it ignores the field). Each chunk costs the

@@ -31,18 +31,25 @@ class VLLMEngine(Engine):
         self.config = config
         self.base = config.base_url.rstrip("/")
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
         self._model: str | None = config.model
         self._max_len: int | None = None
 
-    async def _client(self):
-        if self._session is None:
+    async def _client(self, fresh: bool = False):
+        """The pooled session; ``fresh``: one that opens a new connection for every request (a retry)."""
+        if (self._fresh if fresh else self._session) is None:
             import aiohttp
 
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.config.max_connections, ttl_dns_cache=None),
-                timeout=aiohttp.ClientTimeout(total=self.config.timeout_s, sock_connect=5),
+            connector = aiohttp.TCPConnector(force_close=True, ttl_dns_cache=None) if fresh else aiohttp.TCPConnector(
+                limit=self.config.max_connections, ttl_dns_cache=None, keepalive_timeout=self.config.keepalive_s)
+            session = aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=self.config.timeout_s, sock_connect=5),
                 json_serialize=lambda o: orjson.dumps(o).decode())
-        return self._session
+            if fresh:
+                self._fresh = session
+            else:
+                self._session = session
+        return self._fresh if fresh else self._session
 
     @contextlib.asynccontextmanager
     async def _errors(self, what: str):
@@ -95,9 +102,20 @@ class VLLMEngine(Engine):
         return model, {k: v for k, v in params.items() if v is not None}
 
     async def _post(self, path: str, body: dict[str, Any]):
+        """POST a turn; sent once more on a fresh connection when the engine closed the pooled one as the
+        request went out (its keep-alive ran out at that moment: nothing of the answer came, so the engine
+        never took the turn). A refused connection, a timeout or a second failure is the engine's trouble."""
+        import aiohttp
+
         session = await self._client()
-        resp = await session.post(self.base + path, data=orjson.dumps(body),
-                                  headers={"content-type": "application/json"})
+        data = orjson.dumps(body)
+        try:
+            resp = await session.post(self.base + path, data=data, headers={"content-type": "application/json"})
+        except aiohttp.ClientConnectorError:
+            raise
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            fresh = await self._client(fresh=True)
+            resp = await fresh.post(self.base + path, data=data, headers={"content-type": "application/json"})
         if resp.status >= 400:
             text = (await resp.read()).decode(errors="replace")[:500]
             resp.release()
@@ -175,6 +193,7 @@ class VLLMEngine(Engine):
                           FINISH.get(finish, "stop") if finish else None)
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._fresh):
+            if session is not None:
+                await session.close()
+        self._session = self._fresh = None
