@@ -26,6 +26,7 @@ from openforgerl.verifiers.spec import http_base_url
 URL_ENV, KEY_ENV = "FORGE_JUDGE_URL", "FORGE_JUDGE_API_KEY"
 MAX_BODY = 4 * 1024 * 1024
 PATH = "/v1/chat/completions"
+_CLOSED_UNANSWERED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 class JudgeSettings(BaseModel):
@@ -53,7 +54,9 @@ class JudgeRelay:
         self.settings = settings
         self.tokens: set[str] = set()
         self.forwarded = 0
-        self._client = httpx.AsyncClient(timeout=settings.timeout_sec)
+        # Idle connections are dropped after 3 s, before the 5 s keep-alive of the servers judges run on
+        # (vLLM, uvicorn) ends them: a request sent as the server closes its connection is lost unanswered.
+        self._client = httpx.AsyncClient(timeout=settings.timeout_sec, limits=httpx.Limits(keepalive_expiry=3.0))
 
     def issue(self) -> str:
         token = secrets.token_urlsafe(24)
@@ -97,9 +100,14 @@ class JudgeRelay:
             return await _reply(send, 503, {"error": {"message": "this run has no judge (judge.base_url)"}})
         key = os.environ.get(self.settings.api_key_env, "") if self.settings.api_key_env else ""
         auth = {"authorization": f"Bearer {key}"} if key else {}
+        url, headers = self.settings.base_url + "/chat/completions", {"content-type": "application/json", **auth}
         try:
-            answer = await self._client.post(self.settings.base_url + "/chat/completions", content=body,
-                                             headers={"content-type": "application/json", **auth})
+            try:
+                answer = await self._client.post(url, content=body, headers=headers)
+            except _CLOSED_UNANSWERED:
+                # A pooled connection the endpoint closed as the request went out (its keep-alive ending):
+                # nothing was answered, so the request is sent once more; the pool has dropped that connection.
+                answer = await self._client.post(url, content=body, headers=headers)
         except httpx.HTTPError as exc:
             return await _reply(send, 502, {"error": {"message": f"judge endpoint: {type(exc).__name__}: {exc}"}})
         self.forwarded += 1

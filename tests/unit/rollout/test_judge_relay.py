@@ -96,3 +96,59 @@ def test_a_run_whose_tasks_want_a_judge_and_has_none_is_refused_before_any_sandb
     with pytest.raises(UserError, match=r"ask for the run's LLM judge.*judge.base_url"):
         run(tmp_path, runtime, task={"tables": {"verifier": {"judge": True}}})
     assert runtime.sandboxes == []
+
+
+class ClosingJudge:
+    """A judge endpoint on a raw socket that closes a kept-alive connection as the next request arrives on it,
+    unanswered: what a uvicorn or vLLM server does when a pooled connection is picked as its 5 s keep-alive
+    ends. ``drop_all``: every request's connection is closed unanswered."""
+
+    ANSWER = b'{"choices": [{"message": {"role": "assistant", "content": "VERDICT: PASS"}}]}'
+
+    def __init__(self, drop_all: bool = False) -> None:
+        self.drop_all = drop_all
+        self.answered = self.dropped = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answered_here = False
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                await reader.readexactly(length)
+                if self.drop_all or answered_here:
+                    self.dropped += 1
+                    return
+                answered_here = True
+                self.answered += 1
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                             % (len(self.ANSWER), self.ANSWER))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+def test_a_judge_request_sent_as_the_endpoint_closes_its_connection_is_sent_again():
+    async def scenario(judge: ClosingJudge) -> list[httpx.Response]:
+        server = await asyncio.start_server(judge.serve, "127.0.0.1", 0)
+        relay = JudgeRelay(JudgeSettings(base_url=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"))
+        token = relay.issue()
+        try:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=relay), base_url="http://relay") as client:
+                return [await client.post("/v1/chat/completions", json=BODY,
+                                          headers={"authorization": f"Bearer {token}"}) for _ in range(3)]
+        finally:
+            await relay.aclose()
+            server.close()
+
+    closing = ClosingJudge()
+    answers = asyncio.run(scenario(closing))
+    assert [a.status_code for a in answers] == [200] * 3 and all("VERDICT: PASS" in a.text for a in answers)
+    assert (closing.answered, closing.dropped) == (3, 2)  # requests 2 and 3: dropped on the kept connection, resent
+    dead = ClosingJudge(drop_all=True)
+    answers = asyncio.run(scenario(dead))
+    assert [a.status_code for a in answers] == [502] * 3
+    assert "RemoteProtocolError" in answers[0].json()["error"]["message"]
+    assert (dead.answered, dead.dropped) == (0, 6)  # sent twice each, not retried without end
