@@ -5,8 +5,9 @@ engine), none of its work: it reads the body, parses it (a proxy has to, to know
 upstream's chat route for the same call with ``stream_interval`` set (as forge asks vLLM), and relays the
 answer's bytes unchanged. With ``--record DIR`` it also appends the request and the answer to one log file
 and fdatasyncs it before the answer's last bytes go out (forge's durability rule, without its encoding).
-No template, no tokenising, no rollouts, no auth. Used by ``bench/proxy.py --floor``; not part of the
-package: nothing should ever serve through it.
+No template, no tokenising, no rollouts, no auth. ``--server granian`` / ``granian-rsgi``: served by granian
+(a Rust HTTP server) through ASGI or its own RSGI interface instead (``bench/proxy.py --servers``).
+Used by ``bench/proxy.py --floor``; not part of the package: nothing should ever serve through it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import orjson
 
 HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+RSGI_HEADERS = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
 
 
 class Relay:
@@ -64,9 +66,41 @@ class Relay:
             await asyncio.get_running_loop().run_in_executor(None, self._append, body + b"\n" + b"".join(answer))
         await send({"type": "http.response.body", "body": answer[-1] if answer else b""})
 
+    async def __rsgi__(self, scope: Any, proto: Any) -> None:
+        """The same relay on granian's own interface (RSGI: no ASGI message dicts)."""
+        if scope.path in ("/health", "/v1/models"):
+            proto.response_bytes(200, [("content-type", "application/json")], b'{"status":"ok"}')
+            return
+        request = orjson.loads(await proto())
+        request["stream_interval"] = self.stream_interval
+        body = orjson.dumps(request)
+        if self.session is None:
+            import aiohttp
+
+            self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=512))
+        async with self.session.post(self.upstream + "/v1/chat/completions", data=body,
+                                     headers={"content-type": "application/json"}) as resp:
+            transport = proto.response_stream(resp.status, RSGI_HEADERS)
+            answer: list[bytes] = []
+            async for piece in resp.content.iter_any():
+                if answer:
+                    await transport.send_bytes(answer[-1])
+                answer.append(piece)
+        if self.log is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._append, body + b"\n" + b"".join(answer))
+        if answer:
+            await transport.send_bytes(answer[-1])
+
     def _append(self, data: bytes) -> None:
         os.write(self.log, data)
         os.fdatasync(self.log)
+
+
+def from_env() -> Relay:
+    """The relay as granian's factory builds it in its worker (``--server granian``)."""
+    record = os.environ.get("RELAY_RECORD")
+    return Relay(os.environ["RELAY_UPSTREAM"], int(os.environ["RELAY_STREAM_INTERVAL"]),
+                 Path(record) if record else None)
 
 
 def main() -> None:
@@ -75,7 +109,19 @@ def main() -> None:
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--stream-interval", type=int, default=8)
     parser.add_argument("--record", type=Path, default=None, help="append every call to DIR/calls.log, fdatasync'd")
+    parser.add_argument("--server", choices=("uvicorn", "granian", "granian-rsgi"), default="uvicorn")
     args = parser.parse_args()
+    if args.server.startswith("granian"):
+        from granian import Granian
+        from granian.constants import Interfaces, Loops
+
+        os.environ.update(RELAY_UPSTREAM=args.upstream, RELAY_STREAM_INTERVAL=str(args.stream_interval),
+                          RELAY_RECORD=str(args.record or ""))
+        Granian("passthrough:from_env", address="127.0.0.1", port=args.port, workers=1,
+                interface=Interfaces.RSGI if args.server == "granian-rsgi" else Interfaces.ASGI,
+                runtime_threads=1, loop=Loops.uvloop, factory=True, backlog=4096, log_level="warning",
+                working_dir=Path(__file__).parent).serve()
+        return
     import uvicorn
 
     uvicorn.run(Relay(args.upstream, args.stream_interval, args.record), host="127.0.0.1", port=args.port,

@@ -409,16 +409,20 @@ class ScaleStack:
         self.pids[name] = [main.pid] + [child.pid for child in main.children(recursive=True)]
         return took
 
-    def add_relay(self, name: str, record: bool) -> None:
+    def add_relay(self, name: str, record: bool, server: str = "uvicorn") -> None:
         """Start the bare relay (bench/passthrough.py) as path ``name``, its log in this stack's directory."""
+        import psutil
+
         port = free_port()
         self.urls[name] = f"http://127.0.0.1:{port}"
         record_dir = self.tmp / name
         record_dir.mkdir()
         self._start([sys.executable, str(Path(__file__).parent / "passthrough.py"), "--port", str(port),
                      "--upstream", self.upstream, "--stream-interval", str(STREAM_INTERVAL),
-                     *(["--record", str(record_dir)] if record else [])], self.urls[name] + "/health")
-        self.pids[name] = [self.procs[-1].pid]
+                     "--server", server, *(["--record", str(record_dir)] if record else [])],
+                    self.urls[name] + "/health")
+        main = psutil.Process(self.procs[-1].pid)
+        self.pids[name] = [main.pid] + [child.pid for child in main.children(recursive=True)]
         self.plain.add(name)
 
     def _start(self, args: list[str], health: str, source: Path | None = None) -> None:
@@ -821,6 +825,45 @@ def floor_main(args) -> None:
     write_section(Path(args.out), FLOOR_BEGIN, FLOOR_END, lines)
 
 
+SERVERS_BEGIN, SERVERS_END = "<!-- servers:begin -->", "<!-- servers:end -->"
+SERVER_PATHS = {"relay": "uvicorn", "relay-granian": "granian", "relay-granian-rsgi": "granian-rsgi"}
+
+
+def servers_main(args) -> None:
+    """The bare relay of the floor section (bench/passthrough.py) under uvicorn and under granian (a Rust
+    HTTP server: its ASGI interface, and its own RSGI one): does a compiled HTTP front lower what a Python
+    proxy costs per call? Points interleaved over rounds, medians; then added latency at one stream, paired."""
+    import granian
+
+    levels = (1, 16, 64)
+    with tempfile.TemporaryDirectory(prefix="forge-bench-servers-") as tmp:
+        stack = ScaleStack(Path(tmp), AB_LATENCY_MS, AB_TOKEN_MS, proxies=[])
+        try:
+            for name, server in SERVER_PATHS.items():
+                stack.add_relay(name, record=False, server=server)
+            paths = ["direct", *SERVER_PATHS]
+            got = interleaved(stack, paths, levels, args.rounds_floor, args.seconds)
+            pairs = asyncio.run(scale_paired(stack, args.rounds, paths[1:]))
+        finally:
+            stack.stop()
+    lines = ["## The floor under a Rust HTTP server: the bare relay on uvicorn vs granian", "",
+             f"`bench/proxy.py --servers` ({os.cpu_count()} cores shared by clients, upstream and relays). The bare "
+             "relay of the floor section (`bench/passthrough.py`: read and parse the body, forward it, relay the "
+             "answer's bytes; aiohttp to the engine, uvloop) served by relay: uvicorn with httptools (forge's "
+             f"stack); relay-granian: granian {granian.__version__} (HTTP parsing and socket I/O in Rust) calling "
+             "the same ASGI app; relay-granian-rsgi: granian calling the relay through its own interface (RSGI: "
+             "no ASGI message dicts). One worker each, one runtime thread. The 21 kB agent body, extending and "
+             f"forking, each call streamed; upstream: the scripted vLLM stand-in, {AB_LATENCY_MS:.0f} ms to the first "
+             f"token, {AB_TOKEN_MS} ms between tokens, {STREAM_INTERVAL} per chunk. Points of {args.seconds:.0f} s "
+             f"interleaved over {args.rounds_floor} rounds, medians; CPU: the server's processes per call; "
+             "ratio: CPU over uvicorn's.", "",
+             "| traffic | streams | path | req/s | p50 ms | p99 ms | p99/p50 | CPU ms/call | CPU ratio |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines += ratio_rows(got, paths, levels, "relay")
+    lines += added_latency(pairs, args.rounds)
+    write_section(Path(args.out), SERVERS_BEGIN, SERVERS_END, lines)
+
+
 JOURNAL_BEGIN, JOURNAL_END = "<!-- journal:begin -->", "<!-- journal:end -->"
 AB_LATENCY_MS, AB_TOKEN_MS = 20.0, 0.5  # upstream of the A/B sections: the proxy's own cost dominates
 
@@ -1148,7 +1191,10 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true",
                         help="only the floor section: forge against a bare Python relay on the same stack "
                              "(rewrites that section of --out)")
-    parser.add_argument("--rounds-floor", type=int, default=3, help="with --floor: interleaved rounds")
+    parser.add_argument("--rounds-floor", type=int, default=3, help="with --floor or --servers: interleaved rounds")
+    parser.add_argument("--servers", action="store_true",
+                        help="only the servers section: the bare relay under uvicorn vs granian (ASGI, RSGI); "
+                             "needs granian (the bench extra)")
     parser.add_argument("--journal", action="store_true",
                         help="group commit A/B: this checkout's proxy against --baseline's (per-log fdatasync)")
     parser.add_argument("--baseline", default="8f95b3e", help="with --journal or --ab: the commit to compare against")
@@ -1166,6 +1212,8 @@ def main() -> None:
         return journal_main(args)
     if args.floor:
         return floor_main(args)
+    if args.servers:
+        return servers_main(args)
     if args.shards:
         return shards_main(args)
     if args.scale:
