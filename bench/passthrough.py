@@ -47,15 +47,8 @@ class Relay:
             chunks.append(message.get("body", b""))
             if not message.get("more_body"):
                 break
-        request = orjson.loads(b"".join(chunks))
-        request["stream_interval"] = self.stream_interval
-        body = orjson.dumps(request)
-        if self.session is None:
-            import aiohttp
-
-            self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=512))
-        async with self.session.post(self.upstream + "/v1/chat/completions", data=body,
-                                     headers={"content-type": "application/json"}) as resp:
+        body = self._forwarded(b"".join(chunks))
+        async with self._post(body) as resp:
             await send({"type": "http.response.start", "status": resp.status, "headers": HEADERS})
             answer: list[bytes] = []
             async for piece in resp.content.iter_any():  # each piece goes out when the next arrives
@@ -71,15 +64,8 @@ class Relay:
         if scope.path in ("/health", "/v1/models"):
             proto.response_bytes(200, [("content-type", "application/json")], b'{"status":"ok"}')
             return
-        request = orjson.loads(await proto())
-        request["stream_interval"] = self.stream_interval
-        body = orjson.dumps(request)
-        if self.session is None:
-            import aiohttp
-
-            self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=512))
-        async with self.session.post(self.upstream + "/v1/chat/completions", data=body,
-                                     headers={"content-type": "application/json"}) as resp:
+        body = self._forwarded(await proto())
+        async with self._post(body) as resp:
             transport = proto.response_stream(resp.status, RSGI_HEADERS)
             answer: list[bytes] = []
             async for piece in resp.content.iter_any():
@@ -90,6 +76,20 @@ class Relay:
             await asyncio.get_running_loop().run_in_executor(None, self._append, body + b"\n" + b"".join(answer))
         if answer:
             await transport.send_bytes(answer[-1])
+
+    def _forwarded(self, raw: bytes) -> bytes:
+        """The request as the upstream gets it: parsed, with ``stream_interval`` set."""
+        request = orjson.loads(raw)
+        request["stream_interval"] = self.stream_interval
+        return orjson.dumps(request)
+
+    def _post(self, body: bytes) -> Any:
+        if self.session is None:
+            import aiohttp
+
+            self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=512))
+        return self.session.post(self.upstream + "/v1/chat/completions", data=body,
+                                 headers={"content-type": "application/json"})
 
     def _append(self, data: bytes) -> None:
         os.write(self.log, data)

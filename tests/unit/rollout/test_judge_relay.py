@@ -12,6 +12,7 @@ from orchestration import run
 
 from openforgerl.errors import UserError
 from openforgerl.rollout.judge_relay import KEY_ENV, URL_ENV, JudgeRelay, JudgeSettings
+from openforgerl.testing.closing_server import ClosingServer
 from openforgerl.testing.openai_stub import ScriptedChatServer
 from openforgerl.testing.runtime import FakeRuntime, Scenario, exits, reward
 
@@ -98,42 +99,13 @@ def test_a_run_whose_tasks_want_a_judge_and_has_none_is_refused_before_any_sandb
     assert runtime.sandboxes == []
 
 
-class ClosingJudge:
-    """A judge endpoint on a raw socket that closes a kept-alive connection as the next request arrives on it,
-    unanswered: what a uvicorn or vLLM server does when a pooled connection is picked as its 5 s keep-alive
-    ends. ``drop_all``: every request's connection is closed unanswered."""
-
-    ANSWER = b'{"choices": [{"message": {"role": "assistant", "content": "VERDICT: PASS"}}]}'
-
-    def __init__(self, drop_all: bool = False) -> None:
-        self.drop_all = drop_all
-        self.answered = self.dropped = 0
-
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        answered_here = False
-        try:
-            while head := await reader.readuntil(b"\r\n\r\n"):
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                await reader.readexactly(length)
-                if self.drop_all or answered_here:
-                    self.dropped += 1
-                    return
-                answered_here = True
-                self.answered += 1
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                             % (len(self.ANSWER), self.ANSWER))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+JUDGE_ANSWER = b'{"choices": [{"message": {"role": "assistant", "content": "VERDICT: PASS"}}]}'
 
 
 def test_a_judge_request_sent_as_the_endpoint_closes_its_connection_is_sent_again():
-    async def scenario(judge: ClosingJudge) -> list[httpx.Response]:
-        server = await asyncio.start_server(judge.serve, "127.0.0.1", 0)
-        relay = JudgeRelay(JudgeSettings(base_url=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"))
+    async def scenario(judge: ClosingServer) -> list[httpx.Response]:
+        server, url = await judge.start()
+        relay = JudgeRelay(JudgeSettings(base_url=url + "/v1"))
         token = relay.issue()
         try:
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=relay), base_url="http://relay") as client:
@@ -143,11 +115,11 @@ def test_a_judge_request_sent_as_the_endpoint_closes_its_connection_is_sent_agai
             await relay.aclose()
             server.close()
 
-    closing = ClosingJudge()
+    closing = ClosingServer(JUDGE_ANSWER)  # closes a kept-alive connection at its next request
     answers = asyncio.run(scenario(closing))
     assert [a.status_code for a in answers] == [200] * 3 and all("VERDICT: PASS" in a.text for a in answers)
     assert (closing.answered, closing.dropped) == (3, 2)  # requests 2 and 3: dropped on the kept connection, resent
-    dead = ClosingJudge(drop_all=True)
+    dead = ClosingServer(JUDGE_ANSWER, drop_all=True)
     answers = asyncio.run(scenario(dead))
     assert [a.status_code for a in answers] == [502] * 3
     assert "RemoteProtocolError" in answers[0].json()["error"]["message"]

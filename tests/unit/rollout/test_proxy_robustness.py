@@ -25,6 +25,7 @@ from openforgerl.rollout.proxy.engines.vllm import VLLMEngine
 from openforgerl.rollout.proxy.store import Journal, RolloutLog, Store
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
 from openforgerl.testing.chat import CharTemplate
+from openforgerl.testing.closing_server import ClosingServer
 from openforgerl.testing.proxy import ADMIN_TOKEN, PATHS, InProcessProxy, parse_sse
 
 ADMIN = {"authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -179,47 +180,21 @@ def test_the_vllm_engines_model_card_sets_the_context(monkeypatch):
         assert_context_error(dialect, resp)
 
 
-class KeepAliveEngine:
-    """A vLLM stand-in on a raw socket that closes a kept-alive connection as the next turn arrives on it:
-    what vLLM (uvicorn, 5 s keep-alive) does when a pooled connection is picked at the moment it times out.
-    ``drop_all``: every turn's connection is closed unanswered (an engine that dies at each request)."""
+ENGINE_SSE = (b'data: {"choices": [{"token_ids": [5, 6], "logprobs": {"token_logprobs": [-0.5, -0.25]}, '
+              b'"finish_reason": "stop"}]}\n\ndata: [DONE]\n\n')
 
-    SSE = (b'data: {"choices": [{"token_ids": [5, 6], "logprobs": {"token_logprobs": [-0.5, -0.25]}, '
-           b'"finish_reason": "stop"}]}\n\ndata: [DONE]\n\n')
 
-    def __init__(self, drop_all: bool = False) -> None:
-        self.drop_all = drop_all
-        self.answered = self.dropped = 0
-
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        served_turn = False
-        try:
-            while head := await reader.readuntil(b"\r\n\r\n"):
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                await reader.readexactly(length)
-                if head.startswith(b"GET /v1/models"):
-                    answer = b'{"data": [{"id": "m", "max_model_len": 4096}]}'
-                elif self.drop_all or served_turn:
-                    self.dropped += 1
-                    return
-                else:
-                    served_turn, answer = True, self.SSE
-                    self.answered += 1
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                             b"content-length: %d\r\n\r\n%s" % (len(answer), answer))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+def closing_engine(drop_all: bool = False) -> ClosingServer:
+    """A vLLM stand-in that closes a kept-alive connection as the next turn arrives on it (``drop_all``: every
+    turn's connection is closed unanswered: an engine that dies at each request)."""
+    return ClosingServer(ENGINE_SSE, "text/event-stream", drop_all,
+                         always={b"GET /v1/models": b'{"data": [{"id": "m", "max_model_len": 4096}]}'})
 
 
 def test_a_turn_sent_on_a_connection_the_engine_just_closed_is_sent_again_on_a_fresh_one():
-    async def scenario(engine_side: KeepAliveEngine):
-        server = await asyncio.start_server(engine_side.serve, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        engine = VLLMEngine(VLLMEngineConfig(base_url=f"http://127.0.0.1:{port}", model="m"))
+    async def scenario(engine_side: ClosingServer):
+        server, url = await engine_side.start()
+        engine = VLLMEngine(VLLMEngineConfig(base_url=url, model="m"))
         try:
             turns = []
             for _ in range(3):
@@ -232,10 +207,10 @@ def test_a_turn_sent_on_a_connection_the_engine_just_closed_is_sent_again_on_a_f
             await engine.aclose()
             server.close()
 
-    closing = KeepAliveEngine()
+    closing = closing_engine()
     assert run(scenario(closing)) == [[[5, 6]]] * 3  # every turn answered, none lost to a closed connection
     assert (closing.answered, closing.dropped) == (3, 1)  # turn 2: dropped on the pooled connection, then resent
-    dead = KeepAliveEngine(drop_all=True)
+    dead = closing_engine(drop_all=True)
     turns = run(scenario(dead))
     assert all(isinstance(t, str) and "failed to stream" in t and "ServerDisconnected" in t for t in turns), turns
     assert (dead.answered, dead.dropped) == (0, 6)  # sent twice per turn, not retried without end
