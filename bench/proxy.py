@@ -829,6 +829,46 @@ SERVERS_BEGIN, SERVERS_END = "<!-- servers:begin -->", "<!-- servers:end -->"
 SERVER_PATHS = {"relay": "uvicorn", "relay-granian": "granian", "relay-granian-rsgi": "granian-rsgi"}
 
 
+NGINX_CONF = """worker_processes 1;
+error_log {root}/error.log warn;
+pid {root}/nginx.pid;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {root}/body; proxy_temp_path {root}/proxy; fastcgi_temp_path {root}/fastcgi;
+    uwsgi_temp_path {root}/uwsgi; scgi_temp_path {root}/scgi;
+    upstream engine {{ server {upstream}; keepalive 512; }}
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        keepalive_requests 1000000;
+        location = /health {{ return 200 '{{"status":"ok"}}'; }}
+        location / {{
+            proxy_pass http://engine;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            client_body_buffer_size 1m;
+        }}
+    }}
+}}
+"""
+
+
+def add_nginx(stack: ScaleStack, name: str, nginx: str) -> None:
+    """nginx (C) as path ``name``: one process, relaying bytes to the upstream without reading them (no parse,
+    no ``stream_interval``: the upstream sends it a token per chunk, as it does to direct)."""
+    root = stack.tmp / name
+    root.mkdir()
+    port = free_port()
+    upstream = stack.upstream.removeprefix("http://")
+    (root / "nginx.conf").write_text(NGINX_CONF.format(root=root, upstream=upstream, port=port))
+    stack.urls[name] = f"http://127.0.0.1:{port}"
+    stack._start([nginx, "-p", str(root), "-c", str(root / "nginx.conf"), "-g", "daemon off; master_process off;"],
+                 stack.urls[name] + "/health")
+    stack.pids[name] = [stack.procs[-1].pid]
+    stack.plain.add(name)
+
+
 def servers_main(args) -> None:
     """The bare relay of the floor section (bench/passthrough.py) under uvicorn and under granian (a Rust
     HTTP server: its ASGI interface, and its own RSGI one): does a compiled HTTP front lower what a Python
@@ -841,18 +881,25 @@ def servers_main(args) -> None:
         try:
             for name, server in SERVER_PATHS.items():
                 stack.add_relay(name, record=False, server=server)
-            paths = ["direct", *SERVER_PATHS]
+            nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+            if nginx:
+                add_nginx(stack, "relay-nginx", nginx)
+            else:
+                print("no nginx (apt-get install nginx-light): the compiled relay is left out", flush=True)
+            paths = ["direct", *SERVER_PATHS, *(["relay-nginx"] if nginx else [])]
             got = interleaved(stack, paths, levels, args.rounds_floor, args.seconds)
             pairs = asyncio.run(scale_paired(stack, args.rounds, paths[1:]))
         finally:
             stack.stop()
-    lines = ["## The floor under a Rust HTTP server: the bare relay on uvicorn vs granian", "",
+    lines = ["## The floor under other servers: the bare relay on uvicorn vs granian (Rust), and nginx (C)", "",
              f"`bench/proxy.py --servers` ({os.cpu_count()} cores shared by clients, upstream and relays). The bare "
              "relay of the floor section (`bench/passthrough.py`: read and parse the body, forward it, relay the "
              "answer's bytes; aiohttp to the engine, uvloop) served by relay: uvicorn with httptools (forge's "
              f"stack); relay-granian: granian {granian.__version__} (HTTP parsing and socket I/O in Rust) calling "
              "the same ASGI app; relay-granian-rsgi: granian calling the relay through its own interface (RSGI: "
-             "no ASGI message dicts). One worker each, one runtime thread. The 21 kB agent body, extending and "
+             "no ASGI message dicts). One worker each, one runtime thread. relay-nginx (when nginx is installed): "
+             "nginx, one process, relaying the bytes unread (the least any proxy does; it sets no `stream_interval`, "
+             "so the upstream sends it a token per chunk, as it does to direct). The 21 kB agent body, extending and "
              f"forking, each call streamed; upstream: the scripted vLLM stand-in, {AB_LATENCY_MS:.0f} ms to the first "
              f"token, {AB_TOKEN_MS} ms between tokens, {STREAM_INTERVAL} per chunk. Points of {args.seconds:.0f} s "
              f"interleaved over {args.rounds_floor} rounds, medians; CPU: the server's processes per call; "
@@ -1193,8 +1240,8 @@ def main() -> None:
                              "(rewrites that section of --out)")
     parser.add_argument("--rounds-floor", type=int, default=3, help="with --floor or --servers: interleaved rounds")
     parser.add_argument("--servers", action="store_true",
-                        help="only the servers section: the bare relay under uvicorn vs granian (ASGI, RSGI); "
-                             "needs granian (the bench extra)")
+                        help="only the servers section: the bare relay under uvicorn vs granian (ASGI, RSGI), and "
+                             "nginx relaying bytes; needs granian (the bench extra), nginx if installed")
     parser.add_argument("--journal", action="store_true",
                         help="group commit A/B: this checkout's proxy against --baseline's (per-log fdatasync)")
     parser.add_argument("--baseline", default="8f95b3e", help="with --journal or --ab: the commit to compare against")
