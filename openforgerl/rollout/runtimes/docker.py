@@ -59,6 +59,7 @@ log = get_logger(__name__)
 # file capabilities, audit). Enough for apt, chown and su inside the sandbox.
 DEFAULT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
 KILL_GRACE_S = 10.0
+EVENT_SETTLE_S = 1.0  # how long a stopped container's kill/stop/oom event may lag its exit
 THAW_ATTEMPTS = 5
 T = TypeVar("T")
 DockerCall = Callable[..., Awaitable[Any]]
@@ -406,15 +407,21 @@ class DockerSandbox(Sandbox):
         kills = docker_host.oom_kills(self.host.init_pid) or 0
         return SandboxHealth(True, oom_killed=kills > 0, detail=f"{kills} process(es) OOM-killed" if kills else "")
 
-    def _ended_from_inside(self) -> bool:
+    def _ended_from_inside(self, settle_s: float = EVENT_SETTLE_S) -> bool:
         """Whether the container stopped with no kill, stop or OOM kill from outside since ``_since``: Docker
         records a ``kill`` event for every signal it sends (``docker kill``/``stop``, its own shutdown, our
-        restarts) and ``oom`` for the kernel's, none for a process inside ending PID 1. Unknown (the events API
-        failed) reads as from outside: an infra error, as before."""
+        restarts) and ``oom`` for the kernel's, none for a process inside ending PID 1. Docker logs ``kill`` after
+        the signal is sent, so a SIGKILLed container can read as exited before its event exists: events are
+        awaited until ``settle_s`` from now (the answer comes at the first one; only a container with none waits
+        the whole window). Unknown (the events API failed) reads as from outside: an infra error, as before."""
         try:
-            events = self._api.events(since=self._since, until=time.time(), decode=True, filters={
+            events = self._api.events(since=self._since, until=time.time() + settle_s, decode=True, filters={
                 "container": self.container.id, "event": ["kill", "stop", "oom"]})
-            return not any(True for _ in events)
+            try:
+                return not any(True for _ in events)
+            finally:
+                with contextlib.suppress(Exception):
+                    events.close()
         except Exception:  # noqa: BLE001 (no answer is no evidence)
             return False
 
