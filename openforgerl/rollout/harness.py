@@ -133,6 +133,12 @@ class Harness(ABC):
     """False for harnesses that call no model (nop, oracle): their rollouts need no proxy."""
     Options: ClassVar[type[HarnessOptions]] = HarnessOptions
     """Its settings; adapters that take any declare a nested ``class Options(HarnessOptions)``."""
+    memory_mb: int | None = None
+    """The memory its own processes need on a small task, with margin (``bench/harness_memory.py`` measures
+    it). A sandbox whose ``memory_mb`` holds this much and still OOM-kills the harness lost that memory to the
+    agent's work (a command of its own that ran the harness out, or raised the harness's ``oom_score_adj`` so
+    the kernel picked it): a policy failure, verified as usual. Below it, or unknown, the task's memory cannot
+    hold the harness: an infra error."""
 
     def __init__(self, **options: Any) -> None:
         self.options = self.Options.parse(self.name, options)

@@ -7,10 +7,12 @@ the trajectory -> remove the sandbox.
 
 Invariant: every rollout ends in exactly one recorded status, written to ``rollouts.jsonl`` as
 soon as it is known — ``success`` / ``failure`` (the policy's), ``agent_timeout``,
-``infra_error`` (engine down, image missing, sandbox died, the harness OOM-killed, anything not the policy's
-fault: discarded for training, optionally retried as a new rollout), ``verifier_error``, or ``cancelled``
-(the run was interrupted while it ran: discarded for training like infra errors). A command of the agent's that
-the kernel OOM-kills while the harness goes on is the policy's doing: the rollout is verified as usual. So is a
+``infra_error`` (engine down, image missing, sandbox died, the harness OOM-killed in less memory than it declares
+it needs, anything not the policy's fault: discarded for training, optionally retried as a new rollout),
+``verifier_error``, or ``cancelled`` (the run was interrupted while it ran: discarded for training like infra
+errors). A command of the agent's that the kernel OOM-kills while the harness goes on is the policy's doing: the
+rollout is verified as usual. So is a harness OOM-killed in a sandbox with room for it (the agent's work took the
+memory, or raised the harness's ``oom_score_adj`` so the kernel picked it), a
 verifier ended by a signal or a sandbox whose init is ended from inside while the verifier runs the agent's work
 (reward 0), and a verifier that times out on the agent's work but not on a fresh sandbox of the same image: a
 ``verifier_error`` is discarded, so one the agent can cause would be a way out of every failure.
@@ -333,8 +335,14 @@ class Orchestrator:
             _ended_by_agent(result, health)
         elif not health.running:
             result.status, result.reason = "infra_error", "sandbox OOM-killed" if health.oom_killed else health.detail
-        elif health.oom_killed and _killed(run):  # the harness itself, most likely: the task's memory cannot hold it
-            result.status, result.reason = "infra_error", f"harness OOM-killed ({health.detail})"
+        elif health.oom_killed and _killed(run) and not self._room_for_harness(job.task):
+            result.status = "infra_error"
+            result.reason = f"harness OOM-killed ({health.detail}){self._memory_fix(job.task)}"
+        elif health.oom_killed and _killed(run):  # the sandbox had room for the harness: the agent's work took it
+            result.status = "failure"  # until the verifier says otherwise, as if the harness had exited
+            result.reason = f"the harness was OOM-killed ({health.detail}) in memory_mb = " \
+                f"{job.task.config.environment.memory_mb}, room for its own {self.harness.memory_mb} MB"
+            result.sandbox["harness_oom_killed"] = True
         elif run.timed_out:
             result.status, result.reason = "agent_timeout", f"agent ran past {timeout:.0f} s"
         else:
@@ -343,6 +351,18 @@ class Orchestrator:
             result.sandbox["oom_killed"] = health.detail or True  # memory and the harness went on: the policy's
         if health.running:
             await self._check_storage(sandbox, job.task, result)
+
+    def _room_for_harness(self, task: Task) -> bool:
+        """Whether the task's memory limit holds what the harness declares it needs (unknown: no)."""
+        limit, need = task.config.environment.memory_mb, self.harness.memory_mb
+        return bool(limit and need and limit >= need)
+
+    def _memory_fix(self, task: Task) -> str:
+        need = self.harness.memory_mb
+        if not need:
+            return ""
+        return f": [environment] memory_mb = {task.config.environment.memory_mb} is under the {need} MB " \
+            f"{self.harness.name} needs; raise it in {task.name}'s task.toml"
 
     async def _watched(self, sandbox: Sandbox, task: Task, result: RolloutResult,
                        agent: Coroutine[Any, Any, ExecResult]) -> ExecResult | None:

@@ -114,10 +114,18 @@ class PreparedRun:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
     def warnings(self) -> list[str]:
-        if "host" not in self.reach:
-            return []
-        return ["network=host: sandboxes share this host's network and can reach every service on it (the "
-                "registry, vLLM, the proxy's admin API): unsafe for training"]
+        found = []
+        if "host" in self.reach:
+            found.append("network=host: sandboxes share this host's network and can reach every service on it (the "
+                         "registry, vLLM, the proxy's admin API): unsafe for training")
+        need = self.harness.memory_mb
+        short = [t.name for t in self.tasks if need and t.config.environment.memory_mb
+                 and t.config.environment.memory_mb < need]
+        if short:
+            found.append(f"{len(short)} task(s) ({', '.join(short[:3])}) set [environment] memory_mb under the {need} "
+                         f"MB the {self.harness.name} harness needs: a rollout whose harness is OOM-killed there is an "
+                         "infra error, discarded; raise memory_mb in their task.toml")
+        return found
 
 
 async def prepare_run(config: RolloutConfig, harness: Harness | None = None, runtime: Runtime | None = None,

@@ -11,9 +11,10 @@ class ShellHarness(Harness):
     name = "shell"
     uses_model = False
 
-    def __init__(self, script: str) -> None:
+    def __init__(self, script: str, memory_mb: int | None = None) -> None:
         super().__init__()
         self.script = script
+        self.memory_mb = memory_mb  # what it declares its own processes need (see Harness.memory_mb)
 
     def invocation(self, ctx: AgentContext) -> Invocation:
         return Invocation(["bash", "-c", self.script])

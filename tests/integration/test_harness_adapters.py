@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,53 +21,9 @@ from openforgerl.rollout.harnesses.install import install
 from openforgerl.rollout.orchestrator import RolloutConfig
 from openforgerl.rollout.proxy_handle import ProxySettings
 from openforgerl.rollout.run import run_rollouts
+from openforgerl.testing.harness_scripts import SCRIPTS, TASK_TOML, VARIANTS, Script
 
 pytestmark = [pytest.mark.docker, pytest.mark.harness]
-
-TASK_TOML = '[task]\nname = "hello"\ndomain = "claw"\n\n[agent]\ntimeout_sec = 150\n'
-DONE = {"text": "Done: /app/hello.txt contains hi."}
-HELLO = "/app/hello.txt"
-SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-
-
-def tool(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"text": "", "tool_calls": [{"name": name, "arguments": arguments}]}
-
-
-def shell(content: str) -> str:
-    return f"printf %s {content} > {HELLO}"
-
-
-def bash_block(command: str) -> dict[str, Any]:
-    return {"text": f"Running it.\n\n```mswea_bash_command\n{command}\n```"}
-
-
-@dataclass(frozen=True)
-class Script:
-    """How one harness is driven: the turn that writes ``content`` with its own tools, then the turn that ends."""
-
-    harness: str
-    dialect: str
-    action: Callable[[str], dict[str, Any]]
-    finish: dict[str, Any] = field(default_factory=lambda: DONE)
-    options: dict[str, str] = field(default_factory=dict)
-
-    def turns(self, content: str) -> list[dict[str, Any]]:
-        return [self.action(content), self.finish]
-
-
-SCRIPTS = [
-    Script("codex", "responses", lambda c: tool("exec_command", cmd=shell(c))),
-    Script("claude-code", "messages", lambda c: tool("Write", file_path=HELLO, content=c)),
-    Script("opencode", "chat", lambda c: tool("write", filePath=HELLO, content=c)),
-    Script("openclaw", "chat", lambda c: tool("write", path=HELLO, content=c)),
-    Script("mini-swe-agent", "chat", lambda c: tool("bash", command=shell(c)), tool("bash", command=SUBMIT)),
-]
-VARIANTS = [
-    Script("openclaw", "messages", SCRIPTS[3].action, options={"api": "anthropic-messages"}),
-    Script("openclaw", "responses", SCRIPTS[3].action, options={"api": "openai-responses"}),
-    Script("mini-swe-agent", "chat", lambda c: bash_block(shell(c)), bash_block(SUBMIT), {"mode": "textbased"}),
-]
 
 
 @pytest.fixture(scope="module", autouse=True)

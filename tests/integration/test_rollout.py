@@ -166,6 +166,49 @@ def test_a_harness_oom_killed_itself_is_an_infra_error_not_a_policy_failure(tmp_
     assert results[0].status == "infra_error" and "OOM" in results[0].reason
 
 
+def test_a_harness_oom_killed_in_less_memory_than_it_declares_is_an_infra_error_naming_the_fix(tmp_path: Path):
+    task = make_task(tmp_path, "hello", memory_mb=64)
+    hog = ShellHarness("python3 -c 'x = bytearray(512 * 2**20)'", memory_mb=96)
+    _, results = rollout(config(tmp_path, [task]), harness=hog)
+    assert results[0].status == "infra_error"
+    assert "memory_mb = 64 is under the 96 MB shell needs; raise it in hello's task.toml" in results[0].reason
+
+
+# A command of the agent's raises its harness's oom_score_adj (allowed: same user, raising needs no privilege;
+# processes the command started before keep theirs) and fills the sandbox's memory from processes each smaller
+# than the harness's raised score: the kernel OOM-kills the harness instead of them.
+RAISE_AND_HOG = ("(sleep 0.5; for i in 1 2 3 4 5 6; do python3 -c 'import time; x = bytearray(40 * 2**20); "
+                 "time.sleep(3)' & done; wait) & "
+                 "python3 -c 'import os; open(f\"/proc/{os.getppid()}/oom_score_adj\", \"w\").write(\"1000\")'; "
+                 "wait")
+
+
+@pytest.mark.parametrize("solved", [False, True])
+def test_an_agent_that_gets_its_harness_oom_killed_in_room_for_it_is_verified_and_kept(tmp_path: Path,
+                                                                                         solved: bool):
+    """Were this an infra error, a policy could escape any failure by killing its own harness this way."""
+    task = make_task(tmp_path, "hello", memory_mb=128)
+    script = ("echo hi > /app/hello.txt; " if solved else "") + RAISE_AND_HOG + "; echo never > /app/hello.txt"
+    _, results = rollout(config(tmp_path, [task], retry_infra=1), harness=ShellHarness(script, memory_mb=32))
+    expected = ("success", 1.0) if solved else ("failure", 0.0)
+    assert [(r.status, r.reward, r.try_index) for r in results] == [(*expected, 0)]
+    assert results[0].sandbox["harness_oom_killed"] and "OOM-killed" in results[0].sandbox["oom_killed"]
+    assert results[0].harness_exit_code is not None and results[0].harness_exit_code != 0
+
+
+def test_a_react_agent_whose_shell_command_gets_the_harness_oom_killed_scores_0_and_is_kept(tmp_path: Path):
+    """The same through a real harness: forge's ReAct loop (it declares 64 MB) runs the policy's shell command,
+    which raises the loop's own oom_score_adj ($PPID) and fills the sandbox's 192 MB."""
+    task = make_task(tmp_path, "hello", memory_mb=192)
+    command = RAISE_AND_HOG.replace("python3 -c 'import os; open(f\"/proc/{os.getppid()}/oom_score_adj\", "
+                                    "\"w\").write(\"1000\")'", "echo 1000 > /proc/$PPID/oom_score_adj")
+    assert command != RAISE_AND_HOG
+    turns = [{"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}, WRITE_HI, FINISH]
+    _, results = rollout(config(tmp_path, [task], turns, retry_infra=1))
+    assert [(r.status, r.reward, r.try_index) for r in results] == [("failure", 0.0, 0)]
+    assert results[0].sandbox["harness_oom_killed"] and results[0].harness_exit_code == 137
+
+
 def test_an_agent_command_that_runs_out_of_memory_is_verified_and_kept_not_discarded(tmp_path: Path):
     """The kernel OOM-kills a command the agent ran and the harness goes on: the policy's doing, verified as usual.
     Discarding it as an infra error would let a policy escape any failure by running out of memory on purpose."""

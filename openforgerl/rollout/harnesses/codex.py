@@ -30,6 +30,7 @@ class CodexHarness(Harness):
         otherwise assumes a default."""
 
     name = "codex"
+    memory_mb = 64  # its own peak on the hello task: 27 MiB (bench/results/harness_memory.md), x1.25 rounded up
     package = HarnessPackage("npm", "@openai/codex@0.171.0", "codex")
     options: Options
 

@@ -29,6 +29,7 @@ class MiniSweAgentHarness(Harness):
         policies without tool calling."""
 
     name = "mini-swe-agent"
+    memory_mb = 256  # its own peak on the hello task: 196 MiB (bench/results/harness_memory.md), x1.25 rounded up
     package = HarnessPackage("pip", "mini-swe-agent==2.4.6", "mini", module="minisweagent.run.mini",
                              check_args=("--help",))
     options: Options

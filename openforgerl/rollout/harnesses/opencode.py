@@ -22,6 +22,7 @@ class OpencodeHarness(Harness):
         """The opencode agent that runs the instruction (build: the one that edits and runs commands)."""
 
     name = "opencode"
+    memory_mb = 704  # its own peak on the hello task: 526 MiB (bench/results/harness_memory.md), x1.25 rounded up
     package = HarnessPackage("npm", "opencode-ai@1.18.33", "opencode")
     options: Options
 

@@ -29,6 +29,7 @@ class ReactHarness(Harness):
         """Sampling temperature (unset: forge-react's default)."""
 
     name = "react"
+    memory_mb = 64  # its own peak on the hello task: 38 MiB (bench/results/harness_memory.md), x1.25 rounded up
     package = HarnessPackage("pip", "openai==3.57.0", "forge-react", module="forge_react",
                              extra_files=("openforgerl.rollout.harnesses.react_agent:forge_react.py",),
                              check_args=("--help",))

@@ -446,16 +446,20 @@ async def _settle(run: asyncio.Future) -> tuple[bytes | None, bytes | None]:
         return None, None
 
 
-_SETSID_SIGNALLED = re.compile(r"setsid: child \d+ did not exit normally[^\n]*\n?$")
+_SETSID_SIGNALLED = re.compile(r"setsid: child \d+ did not exit normally[^\n]*\n?")
 
 
 def _signal_status(code: int | None, stderr: str) -> tuple[int | None, str]:
     """``setsid -w`` exits with the raw wait status when its child dies of a signal; report it the
-    shell's way (128 + signal, so an OOM kill reads 137) and drop setsid's own message."""
-    match = _SETSID_SIGNALLED.search(stderr)
-    if code is None or not match:
+    shell's way (128 + signal, so an OOM kill reads 137) and drop setsid's own message. Processes the child
+    left behind may print after it (a subshell reporting its own children killed), so it is the last such
+    message, wherever it is."""
+    if code is None:
         return code, stderr
-    return 128 + (code & 0x7F), stderr[: match.start()]
+    match = next(reversed(list(_SETSID_SIGNALLED.finditer(stderr))), None)
+    if match is None:
+        return code, stderr
+    return 128 + (code & 0x7F), stderr[: match.start()] + stderr[match.end():]
 
 
 class Tail:

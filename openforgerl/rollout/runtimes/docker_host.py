@@ -167,8 +167,8 @@ def session_members(init_pid: int, session: int) -> list[int]:
     return members
 
 
-def oom_kills(init_pid: int) -> int | None:
-    """Processes the kernel OOM-killed in the container's memory cgroup (v2 or v1); None if unreadable."""
+def memory_cgroup(init_pid: int) -> tuple[Path, int] | None:
+    """The container's memory cgroup directory on the host and its cgroup version (2 or 1); None if unreadable."""
     try:
         lines = Path(f"/proc/{init_pid}/cgroup").read_text().splitlines()
     except OSError:
@@ -176,19 +176,40 @@ def oom_kills(init_pid: int) -> int | None:
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controllers == "":  # cgroup v2: one hierarchy
-            events = Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events"
-        elif "memory" in controllers.split(","):
-            events = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control"
-        else:
-            continue
-        try:
-            for entry in events.read_text().splitlines():
-                key, _, value = entry.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-        except (OSError, ValueError):
-            return None
+            return Path("/sys/fs/cgroup") / path.lstrip("/"), 2
+        if "memory" in controllers.split(","):
+            return Path("/sys/fs/cgroup/memory") / path.lstrip("/"), 1
     return None
+
+
+def _entries(path: Path) -> dict[str, int]:
+    entries = {}
+    for entry in path.read_text().splitlines():
+        key, _, value = entry.partition(" ")
+        entries[key] = int(value)
+    return entries
+
+
+def oom_kills(init_pid: int) -> int | None:
+    """Processes the kernel OOM-killed in the container's memory cgroup (v2 or v1); None if unreadable."""
+    found = memory_cgroup(init_pid)
+    if found is None:
+        return None
+    folder, version = found
+    try:
+        return _entries(folder / ("memory.events" if version == 2 else "memory.oom_control")).get("oom_kill")
+    except (OSError, ValueError):
+        return None
+
+
+def anon_memory(folder: Path, version: int) -> int | None:
+    """Bytes of anonymous memory (what reclaim cannot drop without swap: heaps, stacks) the processes of a
+    memory cgroup (``memory_cgroup``) hold now; None if unreadable (the container gone)."""
+    try:
+        stat = _entries(folder / "memory.stat")
+    except (OSError, ValueError):
+        return None
+    return stat.get("anon") if version == 2 else stat.get("total_rss")
 
 
 def drop_default_route(init_pid: int) -> bool:

@@ -1,6 +1,8 @@
-"""Who ended a stopped container: Docker logs its ``kill`` event after the signal is sent, so a container it
-SIGKILLed can read as exited a moment before that event exists. Read too early, an outside kill (an infra error,
-discarded) looked like the agent ending its own sandbox (a policy failure with reward 0, kept for training)."""
+"""How the Docker runtime reads the way a sandbox or its harness ended.
+
+Who ended a stopped container: Docker logs its ``kill`` event after the signal is sent, so a container it SIGKILLed
+can read as exited a moment before that event exists. Read too early, an outside kill (an infra error, discarded)
+looked like the agent ending its own sandbox (a policy failure with reward 0, kept for training)."""
 
 from __future__ import annotations
 
@@ -67,3 +69,12 @@ def test_an_events_api_that_fails_reads_as_an_outside_kill():
     def broken(**kw):
         raise ConnectionError("daemon gone")
     assert DockerSandbox._ended_from_inside(stopped(SimpleNamespace(events=broken), 0), settle_s=0.1) is False
+
+
+def test_a_harness_killed_by_a_signal_reads_137_even_when_what_it_left_behind_prints_after_setsid():
+    from openforgerl.rollout.runtimes.docker import _signal_status
+    left_behind = "setsid: child 31 did not exit normally: No such file or directory\nbash: line 1: 35 Killed  hog\n"
+    assert _signal_status(9, left_behind) == (137, "bash: line 1: 35 Killed  hog\n")
+    assert _signal_status(9, "out of luck\nsetsid: child 7 did not exit normally\n") == (137, "out of luck\n")
+    assert _signal_status(9, "an exit code of 9, no signal\n") == (9, "an exit code of 9, no signal\n")
+    assert _signal_status(0x8B, "setsid: child 2 did not exit normally\n") == (139, "")  # SIGSEGV, core dumped
