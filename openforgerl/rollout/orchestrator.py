@@ -7,12 +7,14 @@ the trajectory -> remove the sandbox.
 
 Invariant: every rollout ends in exactly one recorded status, written to ``rollouts.jsonl`` as
 soon as it is known — ``success`` / ``failure`` (the policy's), ``agent_timeout``,
-``infra_error`` (engine down, image missing, sandbox died, the harness OOM-killed in less memory than it declares
-it needs, anything not the policy's fault: discarded for training, optionally retried as a new rollout),
+``infra_error`` (engine down, image missing, sandbox died, the harness or the sandbox's init OOM-killed in less
+memory than the harness declares it needs, anything not the policy's fault: discarded for training, optionally
+retried as a new rollout),
 ``verifier_error``, or ``cancelled`` (the run was interrupted while it ran: discarded for training like infra
 errors). A command of the agent's that the kernel OOM-kills while the harness goes on is the policy's doing: the
 rollout is verified as usual. So is a harness OOM-killed in a sandbox with room for it (the agent's work took the
-memory, or raised the harness's ``oom_score_adj`` so the kernel picked it), a
+memory, or raised the harness's ``oom_score_adj`` so the kernel picked it); an init OOM-killed there, or ended from
+inside, is a failure with reward 0. So is a
 verifier ended by a signal or a sandbox whose init is ended from inside while the verifier runs the agent's work
 (reward 0), and a verifier that times out on the agent's work but not on a fresh sandbox of the same image: a
 ``verifier_error`` is discarded, so one the agent can cause would be a way out of every failure.
@@ -288,9 +290,9 @@ class Orchestrator:
                         await self._seal(sandbox, task, result, user)
                     except SandboxError:  # a process the agent left behind ended the sandbox meanwhile
                         ended = await _ended(sandbox)
-                        if ended is None or not ended.ended_from_inside:
+                        if ended is None or not self._ended_by_policy(ended, task):
                             raise
-                        _ended_by_agent(result, ended)
+                        self._policy_ended(result, ended, task)
                 if result.status in ("failure", "agent_timeout") and result.reward is None:
                     await self._verify_phase(sandbox, task, result, spec)
             finally:
@@ -323,6 +325,8 @@ class Orchestrator:
         _write(self.run_dir / "logs" / result.rollout_id / "agent.stdout", run.stdout)
         _write(self.run_dir / "logs" / result.rollout_id / "agent.stderr", run.stderr)
         health = await sandbox.health()
+        if health.running and _killed(run):  # the harness SIGKILLed: by the end of the sandbox's init, Docker's
+            health = await _ended(sandbox, settle_sec=1.0) or health  # state may lag the exec's end a moment
         if health.storage_exceeded:  # the runtime ended it for the agent's writes: as the storage watchdog does
             limit = job.task.config.environment.storage_mb
             result.status, result.reward = "failure", 0.0
@@ -331,10 +335,11 @@ class Orchestrator:
         elif health.deadline:  # the sandbox's own deadline passed while the agent ran
             result.status, result.reason = "agent_timeout", f"agent ran past its sandbox's deadline ({health.detail})"
             result.reward = 0.0  # nothing is left to verify
-        elif health.ended_from_inside:  # e.g. a root agent's `kill 1`: not an infra error to be discarded
-            _ended_by_agent(result, health)
+        elif self._ended_by_policy(health, job.task):  # e.g. a root agent's `kill 1`: not an infra error to discard
+            self._policy_ended(result, health, job.task)
         elif not health.running:
-            result.status, result.reason = "infra_error", "sandbox OOM-killed" if health.oom_killed else health.detail
+            result.status = "infra_error"
+            result.reason = f"sandbox OOM-killed{self._memory_fix(job.task)}" if health.oom_killed else health.detail
         elif health.oom_killed and _killed(run) and not self._room_for_harness(job.task):
             result.status = "infra_error"
             result.reason = f"harness OOM-killed ({health.detail}){self._memory_fix(job.task)}"
@@ -351,6 +356,21 @@ class Orchestrator:
             result.sandbox["oom_killed"] = health.detail or True  # memory and the harness went on: the policy's
         if health.running:
             await self._check_storage(sandbox, job.task, result)
+
+    def _ended_by_policy(self, health: SandboxHealth, task: Task) -> bool:
+        """Whether a sandbox that ended was ended by the agent: its init ended from inside, or OOM-killed in a
+        memory limit with room for the harness (the agent's work took the memory, or a root agent raised the
+        init's ``oom_score_adj``; the kernel picks the largest process, so an init OOM-killed otherwise is rare)."""
+        if health.ended_from_inside:
+            return True
+        return not health.running and health.oom_killed and self._room_for_harness(task)
+
+    def _policy_ended(self, result: RolloutResult, health: SandboxHealth, task: Task) -> None:
+        _ended_by_agent(result, health)
+        if not health.ended_from_inside:  # the OOM kill of its init
+            result.reason = f"the sandbox's init was OOM-killed ({health.detail}) in memory_mb = " \
+                f"{task.config.environment.memory_mb}, room for the harness's {self.harness.memory_mb} MB"
+            result.sandbox["oom_killed"] = health.detail or True
 
     def _room_for_harness(self, task: Task) -> bool:
         """Whether the task's memory limit holds what the harness declares it needs (unknown: no)."""

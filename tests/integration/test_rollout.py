@@ -209,6 +209,29 @@ def test_a_react_agent_whose_shell_command_gets_the_harness_oom_killed_scores_0_
     assert results[0].sandbox["harness_oom_killed"] and results[0].harness_exit_code == 137
 
 
+HOGS = "for i in 1 2 3 4 5 6; do python3 -c 'import time; x = bytearray(40 * 2**20); time.sleep(3)' & done; wait"
+ROOT_ENDINGS = {
+    # Docker marks the container OOMKilled once any process of it was; the agent then ends init itself
+    "oom-then-term-init": "python3 -c 'x = bytearray(512 * 2**20)'; kill -TERM 1; sleep 5",
+    # the kernel picks init as its victim: its oom_score_adj raised, the memory spread over smaller processes
+    "raise-init-and-hog": f"echo 1000 > /proc/1/oom_score_adj; {HOGS}; sleep 3",
+}
+
+
+@pytest.mark.parametrize("ending", ROOT_ENDINGS)
+def test_a_root_agent_that_gets_its_sandbox_oom_killed_scores_0_and_is_kept(tmp_path: Path, ending: str):
+    """Both were `sandbox OOM-killed` infra errors, discarded and retried: a way out of every failure."""
+    task = write_task(tmp_path, "hello", environment={"memory_mb": 128}, tables={"agent": {"user": "root"}})
+    _, results = rollout(config(tmp_path, [task], retry_infra=1), harness=ShellHarness(ROOT_ENDINGS[ending], 32))
+    assert [(r.status, r.reward, r.try_index) for r in results] == [("failure", 0.0, 0)], results[0].reason
+
+
+def test_an_init_oom_killed_under_a_harness_that_declares_no_memory_need_stays_an_infra_error(tmp_path: Path):
+    task = write_task(tmp_path, "hello", environment={"memory_mb": 128}, tables={"agent": {"user": "root"}})
+    _, results = rollout(config(tmp_path, [task]), harness=ShellHarness(ROOT_ENDINGS["raise-init-and-hog"]))
+    assert [(r.status, r.reason) for r in results] == [("infra_error", "sandbox OOM-killed")]
+
+
 def test_an_agent_command_that_runs_out_of_memory_is_verified_and_kept_not_discarded(tmp_path: Path):
     """The kernel OOM-kills a command the agent ran and the harness goes on: the policy's doing, verified as usual.
     Discarding it as an infra error would let a policy escape any failure by running out of memory on purpose."""

@@ -399,24 +399,28 @@ class DockerSandbox(Sandbox):
         state = self.container.attrs.get("State", {})
         running = state.get("Status") == "running"
         if not running:
-            oom = bool(state.get("OOMKilled"))
-            inside = not oom and await self._call(self._ended_from_inside)
-            detail = f"container {state.get('Status')} (exit {state.get('ExitCode')})"
-            return SandboxHealth(False, oom_killed=oom, ended_from_inside=inside,
-                                 detail=f"{detail}: its init was ended from inside" if inside else detail)
+            # Docker marks a container OOMKilled when any of its processes was, however it then ended: only an
+            # init that died of SIGKILL (137) may be the OOM killer's victim; one that exited otherwise after a
+            # command of the agent's was OOM-killed (a root agent's `kill 1`) was ended from inside.
+            oom, code = bool(state.get("OOMKilled")), state.get("ExitCode")
+            inside = await self._call(self._ended_from_inside) and not (oom and code == 137)
+            detail = f"container {state.get('Status')} (exit {code})"
+            if inside:
+                detail += ": its init was ended from inside" + (" after an OOM kill in it" if oom else "")
+            return SandboxHealth(False, oom_killed=oom and not inside, ended_from_inside=inside, detail=detail)
         kills = docker_host.oom_kills(self.host.init_pid) or 0
         return SandboxHealth(True, oom_killed=kills > 0, detail=f"{kills} process(es) OOM-killed" if kills else "")
 
     def _ended_from_inside(self, settle_s: float = EVENT_SETTLE_S) -> bool:
-        """Whether the container stopped with no kill, stop or OOM kill from outside since ``_since``: Docker
-        records a ``kill`` event for every signal it sends (``docker kill``/``stop``, its own shutdown, our
-        restarts) and ``oom`` for the kernel's, none for a process inside ending PID 1. Docker logs ``kill`` after
+        """Whether the container stopped with no kill or stop from outside since ``_since``: Docker records a
+        ``kill`` event for every signal it sends (``docker kill``/``stop``, its own shutdown, our restarts), none
+        for a process inside ending PID 1 (the kernel's OOM kills are read from its state). Docker logs ``kill`` after
         the signal is sent, so a SIGKILLed container can read as exited before its event exists: events are
         awaited until ``settle_s`` from now (the answer comes at the first one; only a container with none waits
         the whole window). Unknown (the events API failed) reads as from outside: an infra error, as before."""
         try:
             events = self._api.events(since=self._since, until=time.time() + settle_s, decode=True, filters={
-                "container": self.container.id, "event": ["kill", "stop", "oom"]})
+                "container": self.container.id, "event": ["kill", "stop"]})
             try:
                 return not any(True for _ in events)
             finally:

@@ -245,8 +245,9 @@ class Shell(Harness):
     name = "shell"
     uses_model = False
 
-    def __init__(self, script: str) -> None:
+    def __init__(self, script: str, memory_mb: int | None = None) -> None:
         self.script = script
+        self.memory_mb = memory_mb
 
     def invocation(self, ctx: AgentContext) -> Invocation:
         return Invocation(["sh", "-c", self.script])
@@ -269,7 +270,7 @@ def _pod_has(pid: int, path: str) -> bool:
 
 def rollouts(tmp_path: Path, script: str, *, during: Callable[[FakeCluster], Awaitable[None]] | None = None,
              task: dict[str, Any] | None = None, cluster_kw: dict[str, Any] | None = None,
-             **config: Any) -> list[Any]:
+             harness_memory_mb: int | None = None, **config: Any) -> list[Any]:
     task_dir = write_task(tmp_path / "tasks", "hello", image=IMAGE, **(task or {}))
 
     async def main() -> list[Any]:
@@ -280,7 +281,7 @@ def rollouts(tmp_path: Path, script: str, *, during: Callable[[FakeCluster], Awa
                                 **config)
             trouble = asyncio.get_running_loop().create_task(during(cluster)) if during else None
             try:
-                _, results = await run_rollouts(cfg, harness=Shell(script))
+                _, results = await run_rollouts(cfg, harness=Shell(script, harness_memory_mb))
             finally:
                 if trouble:
                     trouble.cancel()
@@ -383,6 +384,28 @@ def test_a_keepalive_ended_from_inside_is_the_agent_s_doing_and_one_the_node_los
     results = rollouts(tmp_path, script, during=during, retry_infra=1)
     assert [(r.status, r.reward, r.try_index) for r in results] == expected, [r.reason for r in results]
     assert results[0].sandbox.get("ended_by_agent", False) == (expected[0][0] == "failure")
+
+
+@namespaces
+@pytest.mark.parametrize(("harness_memory_mb", "expected"), [
+    (64, [("failure", 0.0, 0)]),  # 256 MB held the harness: the agent's work took the rest
+    (512, [("infra_error", None, 0), ("success", 1.0, 1)]),  # the task's memory cannot hold the harness
+    (None, [("infra_error", None, 0), ("success", 1.0, 1)]),  # a harness that declares nothing: as before
+])
+def test_a_keepalive_oom_killed_with_room_for_the_harness_is_the_agent_s_doing(
+        tmp_path: Path, harness_memory_mb: int | None, expected: list):
+    oom = {"phase": "Failed", "containerStatuses": [{"name": "sandbox", "ready": False, "restartCount": 0, "state": {
+        "terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}
+
+    async def during(cluster: FakeCluster) -> None:
+        await _evict_first_pod(cluster, oom, "/logs/started")
+    script = "touch /logs/started; sleep 3; echo hi > /app/hello.txt"
+    results = rollouts(tmp_path, script, during=during, retry_infra=1, harness_memory_mb=harness_memory_mb,
+                       task={"environment": {"memory_mb": 256}})
+    assert [(r.status, r.reward, r.try_index) for r in results] == expected, [r.reason for r in results]
+    assert results[0].sandbox.get("ended_by_agent", False) == (expected[0][0] == "failure")
+    if harness_memory_mb == 512:
+        assert "memory_mb = 256 is under the 512 MB shell needs" in results[0].reason
 
 
 def test_a_missing_image_is_an_infra_error_per_rollout(tmp_path: Path):
