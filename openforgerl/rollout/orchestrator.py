@@ -340,14 +340,15 @@ class Orchestrator:
         elif not health.running:
             result.status = "infra_error"
             result.reason = f"sandbox OOM-killed{self._memory_fix(job.task)}" if health.oom_killed else health.detail
-        elif health.oom_killed and _killed(run) and not self._room_for_harness(job.task):
-            result.status = "infra_error"
-            result.reason = f"harness OOM-killed ({health.detail}){self._memory_fix(job.task)}"
-        elif health.oom_killed and _killed(run):  # the sandbox had room for the harness: the agent's work took it
-            result.status = "failure"  # until the verifier says otherwise, as if the harness had exited
-            result.reason = f"the harness was OOM-killed ({health.detail}) in memory_mb = " \
-                f"{job.task.config.environment.memory_mb}, room for its own {self.harness.memory_mb} MB"
-            result.sandbox["harness_oom_killed"] = True
+        elif health.oom_killed and _killed(run):  # the harness itself
+            if memory_room(self.harness, job.task):  # the sandbox had room for it: the agent's work took the rest
+                result.status = "failure"  # until the verifier says otherwise, as if the harness had exited
+                result.reason = f"the harness was OOM-killed ({health.detail}) in memory_mb = " \
+                    f"{job.task.config.environment.memory_mb}, room for its own {self.harness.memory_mb} MB"
+                result.sandbox["harness_oom_killed"] = True
+            else:
+                result.status = "infra_error"
+                result.reason = f"harness OOM-killed ({health.detail}){self._memory_fix(job.task)}"
         elif run.timed_out:
             result.status, result.reason = "agent_timeout", f"agent ran past {timeout:.0f} s"
         else:
@@ -363,7 +364,7 @@ class Orchestrator:
         init's ``oom_score_adj``; the kernel picks the largest process, so an init OOM-killed otherwise is rare)."""
         if health.ended_from_inside:
             return True
-        return not health.running and health.oom_killed and self._room_for_harness(task)
+        return not health.running and health.oom_killed and bool(memory_room(self.harness, task))
 
     def _policy_ended(self, result: RolloutResult, health: SandboxHealth, task: Task) -> None:
         _ended_by_agent(result, health)
@@ -371,11 +372,6 @@ class Orchestrator:
             result.reason = f"the sandbox's init was OOM-killed ({health.detail}) in memory_mb = " \
                 f"{task.config.environment.memory_mb}, room for the harness's {self.harness.memory_mb} MB"
             result.sandbox["oom_killed"] = health.detail or True
-
-    def _room_for_harness(self, task: Task) -> bool:
-        """Whether the task's memory limit holds what the harness declares it needs (unknown: no)."""
-        limit, need = task.config.environment.memory_mb, self.harness.memory_mb
-        return bool(limit and need and limit >= need)
 
     def _memory_fix(self, task: Task) -> str:
         need = self.harness.memory_mb
@@ -562,6 +558,13 @@ def _died_under_verifier(result: RolloutResult, health: SandboxHealth) -> None:
         _ended_by_agent(result, health)
     else:
         result.status, result.reason = "infra_error", f"sandbox died during verification: {health.detail}"
+
+
+def memory_room(harness: Harness, task: Task) -> bool | None:
+    """Whether the task's memory limit holds what the harness declares it needs (``Harness.memory_mb``); None
+    when either is unset."""
+    limit, need = task.config.environment.memory_mb, harness.memory_mb
+    return limit >= need if limit and need else None
 
 
 def _ended_by_agent(result: RolloutResult, health: SandboxHealth) -> None:

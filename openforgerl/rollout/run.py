@@ -33,6 +33,7 @@ from openforgerl.rollout.orchestrator import (
     RolloutConfig,
     RolloutResult,
     final_tries,
+    memory_room,
     network_mode,
 )
 from openforgerl.rollout.proxy_handle import ProxyHandle, check_engine, listen, open_proxy
@@ -118,13 +119,11 @@ class PreparedRun:
         if "host" in self.reach:
             found.append("network=host: sandboxes share this host's network and can reach every service on it (the "
                          "registry, vLLM, the proxy's admin API): unsafe for training")
-        need = self.harness.memory_mb
-        short = [t.name for t in self.tasks if need and t.config.environment.memory_mb
-                 and t.config.environment.memory_mb < need]
+        short = [t.name for t in self.tasks if memory_room(self.harness, t) is False]
         if short:
-            found.append(f"{len(short)} task(s) ({', '.join(short[:3])}) set [environment] memory_mb under the {need} "
-                         f"MB the {self.harness.name} harness needs: a rollout whose harness is OOM-killed there is an "
-                         "infra error, discarded; raise memory_mb in their task.toml")
+            found.append(f"{len(short)} task(s) ({', '.join(short[:3])}) set [environment] memory_mb under the "
+                         f"{self.harness.memory_mb} MB the {self.harness.name} harness needs: a rollout whose harness "
+                         "is OOM-killed there is an infra error, discarded; raise memory_mb in their task.toml")
         return found
 
 

@@ -59,7 +59,7 @@ log = get_logger(__name__)
 # file capabilities, audit). Enough for apt, chown and su inside the sandbox.
 DEFAULT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
 KILL_GRACE_S = 10.0
-EVENT_SETTLE_S = 1.0  # how long a stopped container's kill/stop/oom event may lag its exit
+EVENT_SETTLE_S = 1.0  # how long Docker's kill/stop event for a stopped container may lag its exit
 THAW_ATTEMPTS = 5
 T = TypeVar("T")
 DockerCall = Callable[..., Awaitable[Any]]
