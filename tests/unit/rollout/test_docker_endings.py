@@ -52,8 +52,8 @@ def test_a_kill_docker_logs_just_after_the_exit_is_still_an_outside_kill():
     now = time.time()
     log = EventLog([(now + 0.3, "kill")])  # the container already reads as exited; its kill event comes next
     started = time.monotonic()
-    assert DockerSandbox._ended_from_inside(stopped(log, now - 5), settle_s=1.0) is False
-    assert time.monotonic() - started < 0.9  # answered at the event, not at the end of the window
+    assert DockerSandbox._ended_from_inside(stopped(log, now - 5), settle_s=10.0) is False
+    assert time.monotonic() - started < 8.0  # answered at the event (0.3 s), not at the end of the window
     assert log.closed == 1
 
 
