@@ -826,7 +826,8 @@ def floor_main(args) -> None:
 
 
 SERVERS_BEGIN, SERVERS_END = "<!-- servers:begin -->", "<!-- servers:end -->"
-SERVER_PATHS = {"relay": "uvicorn", "relay-granian": "granian", "relay-granian-rsgi": "granian-rsgi"}
+SERVER_PATHS = {"relay": "uvicorn", "relay-granian": "granian", "relay-granian-rsgi": "granian-rsgi",
+                "relay-raw": "raw", "relay-raw-aiohttp": "raw-aiohttp", "relay-rawclient": "uvicorn-rawclient"}
 
 
 NGINX_CONF = """worker_processes 1;
@@ -879,25 +880,33 @@ def servers_main(args) -> None:
     with tempfile.TemporaryDirectory(prefix="forge-bench-servers-") as tmp:
         stack = ScaleStack(Path(tmp), AB_LATENCY_MS, AB_TOKEN_MS, proxies=[])
         try:
-            for name, server in SERVER_PATHS.items():
-                stack.add_relay(name, record=False, server=server)
+            relays = [name for name in SERVER_PATHS if not args.relays or name in args.relays.split(",")]
+            for name in relays:
+                stack.add_relay(name, record=False, server=SERVER_PATHS[name])
             nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
             if nginx:
                 add_nginx(stack, "relay-nginx", nginx)
             else:
                 print("no nginx (apt-get install nginx-light): the compiled relay is left out", flush=True)
-            paths = ["direct", *SERVER_PATHS, *(["relay-nginx"] if nginx else [])]
+            paths = ["direct", *relays, *(["relay-nginx"] if nginx else [])]
             got = interleaved(stack, paths, levels, args.rounds_floor, args.seconds)
             pairs = asyncio.run(scale_paired(stack, args.rounds, paths[1:]))
         finally:
             stack.stop()
-    lines = ["## The floor under other servers: the bare relay on uvicorn vs granian (Rust), and nginx (C)", "",
-             f"`bench/proxy.py --servers` ({os.cpu_count()} cores shared by clients, upstream and relays). The bare "
+    lines = ["## The floor under other servers: the bare relay on uvicorn vs granian (Rust), without a framework, "
+             "and nginx (C)", "",
+             f"`bench/proxy.py --servers{' --relays ' + args.relays if args.relays else ''}` ({os.cpu_count()} cores "
+             "shared by clients, upstream and relays). The bare "
              "relay of the floor section (`bench/passthrough.py`: read and parse the body, forward it, relay the "
              "answer's bytes; aiohttp to the engine, uvloop) served by relay: uvicorn with httptools (forge's "
              f"stack); relay-granian: granian {granian.__version__} (HTTP parsing and socket I/O in Rust) calling "
              "the same ASGI app; relay-granian-rsgi: granian calling the relay through its own interface (RSGI: "
-             "no ASGI message dicts). One worker each, one runtime thread. relay-nginx (when nginx is installed): "
+             "no ASGI message dicts). One worker each, one runtime thread. relay-raw: the same relay with no framework "
+             "(uvloop protocols, httptools parsing both sides, each chunk of the engine's answer written to the client "
+             "from the parser's callback: no coroutine, message dict or client library per chunk); relay-raw-aiohttp: "
+             "that server, towards the engine through aiohttp (a coroutine per call); relay-rawclient: uvicorn and the "
+             "ASGI relay, towards the engine through the raw client (each piece handed to the coroutine by a queue). "
+             "relay-nginx (when nginx is installed): "
              "nginx, one process, relaying the bytes unread (the least any proxy does; it sets no `stream_interval`, "
              "so the upstream sends it a token per chunk, as it does to direct). The 21 kB agent body, extending and "
              f"forking, each call streamed; upstream: the scripted vLLM stand-in, {AB_LATENCY_MS:.0f} ms to the first "
@@ -1239,6 +1248,7 @@ def main() -> None:
                         help="only the floor section: forge against a bare Python relay on the same stack "
                              "(rewrites that section of --out)")
     parser.add_argument("--rounds-floor", type=int, default=3, help="with --floor or --servers: interleaved rounds")
+    parser.add_argument("--relays", default="", help="with --servers: only these relays (comma-separated names)")
     parser.add_argument("--servers", action="store_true",
                         help="only the servers section: the bare relay under uvicorn vs granian (ASGI, RSGI), and "
                              "nginx relaying bytes; needs granian (the bench extra), nginx if installed")

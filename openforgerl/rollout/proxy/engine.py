@@ -88,8 +88,8 @@ STREAM_INTERVAL = 8
 
 class VLLMEngineConfig(BaseModel):
     type: Literal["vllm"] = "vllm"
-    base_url: str = "http://127.0.0.1:8000"
-    """The vLLM server (without /v1)."""
+    base_url: str = Field("http://127.0.0.1:8000", pattern=r"^https?://[^/?#]+")
+    """The vLLM server (without /v1): ``http://`` or ``https://``."""
     route: Literal["completions", "generate"] = "completions"
     """``completions``: /v1/completions with a token-id prompt (streams); ``generate``:
     /inference/v1/generate (token-in/token-out, whole turn; needs --enable-scale-out)."""
@@ -102,7 +102,7 @@ class VLLMEngineConfig(BaseModel):
     keepalive_s: float = Field(3.0, gt=0)
     """How long an idle connection to vLLM is kept for the next call. Below vLLM's own keep-alive (uvicorn's
     5 s, ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``): a connection the engine has just closed, picked for the next call,
-    fails that call's request (aiohttp retries only idempotent methods; a turn is a POST)."""
+    makes that call's request go out twice (``http_client.Pool`` resends a request closed unanswered, once)."""
     stream_interval: int = Field(STREAM_INTERVAL, ge=1)
     """Tokens vLLM batches into each streamed chunk (its per-request ``stream_interval``, in vLLM 0.32; the
     first and the last chunk still go out at once; a vLLM without it ignores the field). Each chunk costs the

@@ -10,63 +10,46 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from openforgerl.errors import ProviderError
 from openforgerl.rollout.proxy.conversation import BadRequest, ContextTooLong, Sampling
 from openforgerl.rollout.proxy.engine import Engine, FinishReason, Generation, TokenChunk, VLLMEngineConfig
-
-if TYPE_CHECKING:
-    import aiohttp
+from openforgerl.rollout.proxy.http_client import Pool, Response
 
 FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
 
 class VLLMEngine(Engine):
     def __init__(self, config: VLLMEngineConfig, **_: Any) -> None:
-        import aiohttp  # noqa: F401  (now, not at the first call: its import takes ~0.2 s)
-
         self.config = config
         self.base = config.base_url.rstrip("/")
-        self._session: aiohttp.ClientSession | None = None
-        self._fresh: aiohttp.ClientSession | None = None
+        self._pool: Pool | None = None
         self._model: str | None = config.model
         self._max_len: int | None = None
 
-    async def _client(self, fresh: bool = False):
-        """The pooled session; ``fresh``: one that opens a new connection for every request (a retry)."""
-        if (self._fresh if fresh else self._session) is None:
-            import aiohttp
-
-            connector = aiohttp.TCPConnector(force_close=True, ttl_dns_cache=None) if fresh else aiohttp.TCPConnector(
-                limit=self.config.max_connections, ttl_dns_cache=None, keepalive_timeout=self.config.keepalive_s)
-            session = aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=self.config.timeout_s, sock_connect=5),
-                json_serialize=lambda o: orjson.dumps(o).decode())
-            if fresh:
-                self._fresh = session
-            else:
-                self._session = session
-        return self._fresh if fresh else self._session
+    def _client(self) -> Pool:
+        if self._pool is None:  # made on the event loop that serves: it waits on that loop
+            self._pool = Pool(self.base, max_connections=self.config.max_connections,
+                              keepalive_s=self.config.keepalive_s, timeout_s=self.config.timeout_s)
+        return self._pool
 
     @contextlib.asynccontextmanager
     async def _errors(self, what: str):
-        """aiohttp's exceptions -> ProviderError (engine trouble) at this boundary."""
-        import aiohttp
-
+        """The client's exceptions -> ProviderError (engine trouble) at this boundary."""
         try:
             yield
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (TimeoutError, OSError) as exc:  # ServerDisconnected and BadResponse are ConnectionErrors
             raise ProviderError(f"vLLM at {self.base} {what}: {type(exc).__name__}: {exc}",
                                 fix="start it (forge serve) or pass the right --engine-url") from exc
 
     async def _model_info(self) -> tuple[str, int | None]:
         if self._max_len is None:
-            session = await self._client()
-            async with self._errors("did not list its models"), session.get(self.base + "/v1/models") as resp:
-                body = await resp.read()
+            async with self._errors("did not list its models"):
+                async with await self._client().request("GET", "/v1/models") as resp:
+                    body = await resp.read()
             card = self._card(body)
             self._model = self._model or card.get("id")
             max_len = card.get("max_model_len")
@@ -101,24 +84,16 @@ class VLLMEngine(Engine):
                                   "stop": sampling.stop or None, "logprobs": 0}
         return model, {k: v for k, v in params.items() if v is not None}
 
-    async def _post(self, path: str, body: dict[str, Any]):
-        """POST a turn; sent once more on a fresh connection when the engine closed the pooled one as the
-        request went out (its keep-alive ran out at that moment: nothing of the answer came, so the engine
-        never took the turn). A refused connection, a timeout or a second failure is the engine's trouble."""
-        import aiohttp
-
-        session = await self._client()
-        data = orjson.dumps(body)
-        try:
-            resp = await session.post(self.base + path, data=data, headers={"content-type": "application/json"})
-        except aiohttp.ClientConnectorError:
-            raise
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-            fresh = await self._client(fresh=True)
-            resp = await fresh.post(self.base + path, data=data, headers={"content-type": "application/json"})
+    async def _post(self, path: str, body: dict[str, Any]) -> Response:
+        """POST a turn. A turn the engine's connection closed on before any answer (its keep-alive ran out as
+        the request went out: the engine never took it) is sent once more on a new connection (``Pool``); a
+        refused connection, a timeout or a second close is the engine's trouble."""
+        resp = await self._client().request("POST", path, orjson.dumps(body))
         if resp.status >= 400:
-            text = (await resp.read()).decode(errors="replace")[:500]
-            resp.release()
+            try:
+                text = (await resp.read()).decode(errors="replace")[:500]
+            finally:
+                resp.release()
             if resp.status in (400, 413, 422):
                 raise BadRequest(f"the engine refused the request: {text}")
             raise ProviderError(f"vLLM at {self.base}{path} answered {resp.status}: {text}")
@@ -157,7 +132,7 @@ class VLLMEngine(Engine):
             resp = await self._post("/v1/completions", body)
             async with resp:
                 pending = b""
-                async for data in resp.content.iter_any():  # everything that has arrived: under load
+                async for data in resp:  # everything that has arrived: under load
                     lines = (pending + data).split(b"\n")  # several tokens go out as one chunk
                     pending = lines.pop()
                     chunk = self._merge(lines)
@@ -193,7 +168,6 @@ class VLLMEngine(Engine):
                           FINISH.get(finish, "stop") if finish else None)
 
     async def aclose(self) -> None:
-        for session in (self._session, self._fresh):
-            if session is not None:
-                await session.close()
-        self._session = self._fresh = None
+        if self._pool is not None:
+            await self._pool.aclose()
+        self._pool = None
