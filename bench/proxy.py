@@ -1018,7 +1018,8 @@ def ab_main(args) -> None:
 PROFILE_BEGIN, PROFILE_END = "<!-- profile:begin -->", "<!-- profile:end -->"
 PARTS = [  # (part, what it covers, frame names that mark it): a sample is the first part, leaf upward, it hits
     ("journal", "the journal's writer thread: batching, writing, syncing", ("Journal._run", "checkpoint")),
-    ("engine I/O", "the request to vLLM and parsing its token stream (aiohttp, orjson)", ("VLLMEngine.",)),
+    ("engine I/O", "the request to vLLM and parsing its token stream (forge's client, httptools, orjson)",
+     ("VLLMEngine.", "_Connection.", "Response.", "Pool.")),
     ("detokenise", "token ids to text as they stream", ("HFChatTemplate.decode", "IncrementalDecoder")),
     ("plan", "render the messages, tokenise what is new, match the rollout's history",
      ("Lineage.", "HFChatTemplate.", "ProxyService._plan", "ProxyService._draft")),
@@ -1036,6 +1037,24 @@ PARTS = [  # (part, what it covers, frame names that mark it): a sample is the f
                                                                               "ProxyApp.__call__", "ProxyApp._http")),
     ("event loop", "uvloop itself: sockets, timers, task switches (no Python frame of ours)", ("Runner.run",)),
 ]
+
+
+def print_leaves(raw: str, top: int = 25) -> None:
+    """The leaf frames that took most samples, with the part each sample went to (printed, not written)."""
+    leaves: dict[tuple[str, str], int] = {}
+    total = 0
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        frames = stack.split(";")[::-1]
+        part = next((name for frame in frames for name, _, marks in PARTS if any(m in frame for m in marks)),
+                    "other")
+        key = (part, frames[0])
+        leaves[key] = leaves.get(key, 0) + int(count)
+        total += int(count)
+    for (part, leaf), count in sorted(leaves.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {count / max(total, 1) * 100:5.1f}%  {part:12} {leaf}", flush=True)
 
 
 def profile_parts(raw: str) -> dict[str, int]:
@@ -1059,7 +1078,7 @@ def profile_main(args) -> None:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
         raise SystemExit("bench/proxy.py --profile needs py-spy: pip install -e '.[bench]'")
-    latency_ms, token_ms, streams, rate = 20.0, 0.5, 16, 250
+    latency_ms, token_ms, streams, rate = 20.0, 0.5, args.profile_streams, 250
     got: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="forge-bench-profile-") as tmp:
         stack = ScaleStack(Path(tmp), latency_ms, token_ms, proxies=[("forge-w1", 1, None, [])])
@@ -1077,10 +1096,12 @@ def profile_main(args) -> None:
                     raise SystemExit(f"py-spy could not sample pid {pid} (ptrace refused?)")
                 got[kind] = {"point": point, "parts": profile_parts(out.read_text())}
                 print(kind, point, got[kind]["parts"], flush=True)
+                print_leaves(out.read_text())
         finally:
             stack.stop()
-    lines = ["## Where a call's CPU goes", "",
-             f"`bench/proxy.py --profile --seconds {args.seconds:.0f}` ({os.cpu_count()} cores shared by clients, "
+    lines = ["## Where a call's CPU goes" + ("" if streams == 16 else f" at {streams} stream{'s' * (streams > 1)}"), "",
+             f"`bench/proxy.py --profile --seconds {args.seconds:.0f}"
+             f"{'' if streams == 16 else f' --profile-streams {streams}'}` ({os.cpu_count()} cores shared by clients, "
              f"upstream and proxy). `forge proxy --workers 1` under the 21 kB agent body at {streams} streams, each "
              f"call streamed, upstream: the scripted vLLM stand-in ({latency_ms:.0f} ms to the first token, "
              f"{token_ms} ms between tokens); py-spy samples the proxy at {rate} Hz while it holds the GIL, each "
@@ -1098,7 +1119,9 @@ def profile_main(args) -> None:
         lines.append(f"| {name} | {covers[name]} | " + " | ".join(cells) + " |")
     lines.append("| all | CPU per call of the proxy process | 100 | "
                  f"{got['extend']['point']['cpu_ms']:.2f} | 100 | {got['fork']['point']['cpu_ms']:.2f} |")
-    write_section(Path(args.out), PROFILE_BEGIN, PROFILE_END, lines)
+    begin, end = (PROFILE_BEGIN, PROFILE_END) if streams == 16 else (f"<!-- profile-{streams}:begin -->",
+                                                                     f"<!-- profile-{streams}:end -->")
+    write_section(Path(args.out), begin, end, lines)
 
 
 SHARDS_BEGIN, SHARDS_END = "<!-- shards:begin -->", "<!-- shards:end -->"
@@ -1258,6 +1281,8 @@ def main() -> None:
     parser.add_argument("--rounds-journal", type=int, default=3, help="with --journal or --ab: interleaved rounds")
     parser.add_argument("--ab", metavar="NAME", help="one change A/B: this checkout's proxy against --baseline's "
                         "(writes the section 'A/B: NAME')")
+    parser.add_argument("--profile-streams", type=int, default=16, help="with --profile: streams (16: its own "
+                        "section; others: a section of their own)")
     parser.add_argument("--profile", action="store_true",
                         help="only the profile section: where a call's CPU goes (py-spy), extending and forking")
     args = parser.parse_args()
