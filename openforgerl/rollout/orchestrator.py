@@ -290,7 +290,7 @@ class Orchestrator:
                         await self._seal(sandbox, task, result, user)
                     except SandboxError:  # a process the agent left behind ended the sandbox meanwhile
                         ended = await _ended(sandbox)
-                        if ended is None or not self._ended_by_policy(ended, task):
+                        if ended is None or not self._ended_by_policy(ended, task, result):
                             raise
                         self._policy_ended(result, ended, task)
                 if result.status in ("failure", "agent_timeout") and result.reward is None:
@@ -310,6 +310,9 @@ class Orchestrator:
             model_url = self.proxy.model_url(model_url, result.rollout_id)
         ctx = AgentContext(instruction=job.task.instruction, base_url=model_url, api_key=token,
                            model=self.config.model, workdir=self.config.workdir, timeout_sec=timeout, user=user)
+        at_rest = await sandbox.memory_in_use()  # the environment's own (its services), before the agent's
+        if at_rest is not None:
+            result.sandbox["memory_at_rest_mb"] = round(at_rest / 2**20, 1)
         t0 = time.monotonic()
         try:
             run = await self._watched(sandbox, job.task, result, self.harness.run(sandbox, job.task, ctx))
@@ -335,20 +338,21 @@ class Orchestrator:
         elif health.deadline:  # the sandbox's own deadline passed while the agent ran
             result.status, result.reason = "agent_timeout", f"agent ran past its sandbox's deadline ({health.detail})"
             result.reward = 0.0  # nothing is left to verify
-        elif self._ended_by_policy(health, job.task):  # e.g. a root agent's `kill 1`: not an infra error to discard
+        elif self._ended_by_policy(health, job.task, result):  # a root agent's `kill 1`: not an infra error to discard
             self._policy_ended(result, health, job.task)
         elif not health.running:
             result.status = "infra_error"
-            result.reason = f"sandbox OOM-killed{self._memory_fix(job.task)}" if health.oom_killed else health.detail
+            result.reason = f"sandbox OOM-killed{self._memory_fix(job.task, result)}" if health.oom_killed \
+                else health.detail
         elif health.oom_killed and _killed(run):  # the harness itself
-            if memory_room(self.harness, job.task):  # the sandbox had room for it: the agent's work took the rest
+            if memory_room(self.harness, job.task, _at_rest(result)):  # room for it: the agent's work took the rest
                 result.status = "failure"  # until the verifier says otherwise, as if the harness had exited
                 result.reason = f"the harness was OOM-killed ({health.detail}) in memory_mb = " \
                     f"{job.task.config.environment.memory_mb}, room for its own {self.harness.memory_mb} MB"
                 result.sandbox["harness_oom_killed"] = True
             else:
                 result.status = "infra_error"
-                result.reason = f"harness OOM-killed ({health.detail}){self._memory_fix(job.task)}"
+                result.reason = f"harness OOM-killed ({health.detail}){self._memory_fix(job.task, result)}"
         elif run.timed_out:
             result.status, result.reason = "agent_timeout", f"agent ran past {timeout:.0f} s"
         else:
@@ -358,27 +362,29 @@ class Orchestrator:
         if health.running:
             await self._check_storage(sandbox, job.task, result)
 
-    def _ended_by_policy(self, health: SandboxHealth, task: Task) -> bool:
+    def _ended_by_policy(self, health: SandboxHealth, task: Task, result: RolloutResult) -> bool:
         """Whether a sandbox that ended was ended by the agent: its init ended from inside, or OOM-killed in a
         memory limit with room for the harness (the agent's work took the memory, or a root agent raised the
         init's ``oom_score_adj``; the kernel picks the largest process, so an init OOM-killed otherwise is rare)."""
         if health.ended_from_inside:
             return True
-        return not health.running and health.oom_killed and bool(memory_room(self.harness, task))
+        return not health.running and health.oom_killed and bool(memory_room(self.harness, task, _at_rest(result)))
 
     def _policy_ended(self, result: RolloutResult, health: SandboxHealth, task: Task) -> None:
         _ended_by_agent(result, health)
         if not health.ended_from_inside:  # the OOM kill of its init
             result.reason = f"the sandbox's init was OOM-killed ({health.detail}) in memory_mb = " \
-                f"{task.config.environment.memory_mb}, room for the harness's {self.harness.memory_mb} MB"
+                f"{task.config.environment.memory_mb}, room for the harness's {self.harness.memory_mb} MB" \
+                + _beside(result)
             result.sandbox["oom_killed"] = health.detail or True
 
-    def _memory_fix(self, task: Task) -> str:
+    def _memory_fix(self, task: Task, result: RolloutResult) -> str:
         need = self.harness.memory_mb
         if not need:
             return ""
-        return f": [environment] memory_mb = {task.config.environment.memory_mb} is under the {need} MB " \
-            f"{self.harness.name} needs; raise it in {task.name}'s task.toml"
+        limit = task.config.environment.memory_mb
+        return f": [environment] memory_mb = {limit} is under the {need} MB {self.harness.name} needs" \
+            f"{_beside(result)}; raise it in {task.name}'s task.toml"
 
     async def _watched(self, sandbox: Sandbox, task: Task, result: RolloutResult,
                        agent: Coroutine[Any, Any, ExecResult]) -> ExecResult | None:
@@ -560,11 +566,22 @@ def _died_under_verifier(result: RolloutResult, health: SandboxHealth) -> None:
         result.status, result.reason = "infra_error", f"sandbox died during verification: {health.detail}"
 
 
-def memory_room(harness: Harness, task: Task) -> bool | None:
-    """Whether the task's memory limit holds what the harness declares it needs (``Harness.memory_mb``); None
-    when either is unset."""
+def memory_room(harness: Harness, task: Task, at_rest_mb: float = 0.0) -> bool | None:
+    """Whether the task's memory limit holds what the harness declares it needs (``Harness.memory_mb``) beside
+    ``at_rest_mb``, what the sandbox held before the agent started (its services); None when limit or need is
+    unset."""
     limit, need = task.config.environment.memory_mb, harness.memory_mb
-    return limit >= need if limit and need else None
+    return limit - at_rest_mb >= need if limit and need else None
+
+
+def _at_rest(result: RolloutResult) -> float:
+    return float(result.sandbox.get("memory_at_rest_mb") or 0.0)
+
+
+def _beside(result: RolloutResult) -> str:
+    """The environment's own memory, when it counted in the limit's room (worded for reasons)."""
+    at_rest = _at_rest(result)
+    return f" beside the {at_rest:.0f} MB its environment held before the agent started" if at_rest >= 1 else ""
 
 
 def _ended_by_agent(result: RolloutResult, health: SandboxHealth) -> None:

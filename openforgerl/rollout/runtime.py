@@ -187,6 +187,12 @@ class Sandbox(ABC):
         """Bytes the sandbox has written to its own filesystem so far; None when this runtime cannot tell."""
         return None
 
+    async def memory_in_use(self) -> int | None:
+        """Bytes of anonymous memory (heaps, stacks: what reclaim cannot drop) the sandbox's processes hold now;
+        None when this runtime cannot tell. Read before the agent starts, it is what the environment's own
+        services take of ``memory_mb``."""
+        return None
+
     async def stop(self) -> None:
         """Remove the sandbox; idempotent and shielded so a cancelled rollout still cleans up."""
         if self._stopped:

@@ -18,8 +18,9 @@ from openforgerl.rollout.harness import Harness
 from openforgerl.rollout.orchestrator import STATUSES, RolloutConfig
 from openforgerl.rollout.proxy_handle import ProxySettings
 from openforgerl.rollout.run import run_rollouts
+from openforgerl.rollout.runtimes import docker as docker_runtime
 from openforgerl.testing.harnesses import ShellHarness
-from openforgerl.testing.tasks import write_task
+from openforgerl.testing.tasks import BASE_DOCKERFILE, write_task
 
 pytestmark = pytest.mark.docker
 
@@ -172,6 +173,54 @@ def test_a_harness_oom_killed_in_less_memory_than_it_declares_is_an_infra_error_
     _, results = rollout(config(tmp_path, [task]), harness=hog)
     assert results[0].status == "infra_error"
     assert "memory_mb = 64 is under the 96 MB shell needs; raise it in hello's task.toml" in results[0].reason
+
+
+def entrypoint(script: str) -> str:
+    """A task Dockerfile whose ENTRYPOINT runs ``script`` (sh), then whatever it does with the command "$@"."""
+    return BASE_DOCKERFILE + "ENTRYPOINT " + json.dumps(["sh", "-c", script, "--"]) + "\n"
+
+
+# The environment's own service: 128 MB held from the sandbox's start, as a web app or a mail server of a GUI or
+# claw task does; the entrypoint execs the command once it is up, as forge's templates do.
+RESIDENT_SERVICE = entrypoint(
+    "python3 -c 'import pathlib, time; x = bytearray(128 * 2**20); pathlib.Path(\"/tmp/up\").touch(); "
+    "time.sleep(10**6)' & while [ ! -e /tmp/up ]; do sleep 0.05; done; exec \"$@\"")
+
+
+def test_a_harness_oom_killed_where_the_environments_services_leave_it_no_room_is_an_infra_error(tmp_path: Path):
+    """memory_mb = 192 holds the 96 MB the harness declares, but not beside the 128 MB the environment's service
+    holds at rest: the harness's OOM kill is the task's sizing, not the policy's doing. Kept as a failure, it would
+    teach the policy a loss it did not make; it is an infra error naming the fix (it was kept, reward 0)."""
+    task = write_task(tmp_path, "hello", dockerfile=RESIDENT_SERVICE, environment={"memory_mb": 192})
+    script = RAISE_AND_HOG.replace("for i in 1 2 3 4 5 6; do python3 -c 'import time; x = bytearray(40 * 2**20); "
+                                   "time.sleep(3)' & done; wait", "python3 -c 'import time; "
+                                   "x = bytearray(80 * 2**20); time.sleep(3)'")
+    assert script != RAISE_AND_HOG
+    _, results = rollout(config(tmp_path, [task]), harness=ShellHarness(script, memory_mb=96))
+    assert [r.status for r in results] == ["infra_error"], (results[0].reason, results[0].sandbox)
+    assert results[0].sandbox["memory_at_rest_mb"] >= 128
+    assert "memory_mb = 192 is under the 96 MB shell needs beside the " in results[0].reason
+    assert "MB its environment held before the agent started; raise it in hello's task.toml" in results[0].reason
+
+
+def test_the_agent_starts_once_the_images_entrypoint_has_started_its_command(tmp_path: Path):
+    """An entrypoint that takes 2 s to bring its service up before exec'ing the command: the agent finds it up.
+    (It used to start at once, on an environment still coming up: a failure that was not the policy's.)"""
+    task = write_task(tmp_path, "hello", dockerfile=entrypoint('sleep 2; echo up > /tmp/service; exec "$@"'))
+    _, results = rollout(config(tmp_path, [task]), harness=ShellHarness(
+        'test "$(cat /tmp/service)" = up && echo hi > /app/hello.txt'))
+    assert [(r.status, r.reward) for r in results] == [("success", 1.0)]
+    assert results[0].timings["container_start_s"] >= 2
+
+
+def test_an_entrypoint_that_never_starts_its_command_is_waited_for_once_then_warned_about(tmp_path: Path,
+                                                                                           monkeypatch, caplog):
+    monkeypatch.setattr(docker_runtime, "ENTRYPOINT_WAIT_S", 1.0)
+    task = write_task(tmp_path, "hello", dockerfile=entrypoint("sleep 1000000"))  # ignores the command
+    _, results = rollout(config(tmp_path, [task], attempts=2), harness=ShellHarness("echo hi > /app/hello.txt"))
+    assert [(r.status, r.reward) for r in results] == [("success", 1.0)] * 2  # the agent still runs
+    warned = [r.message for r in caplog.records if "did not exec its command" in r.message]
+    assert len(warned) == 1 and 'end with exec "$@"' in warned[0]  # the second sandbox did not wait
 
 
 # A command of the agent's raises its harness's oom_score_adj (allowed: same user, raising needs no privilege;

@@ -60,6 +60,8 @@ log = get_logger(__name__)
 DEFAULT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
 KILL_GRACE_S = 10.0
 EVENT_SETTLE_S = 1.0  # how long Docker's kill/stop event for a stopped container may lag its exit
+KEEPALIVE = ["sleep", "infinity"]  # every sandbox's command, after the image's entrypoint
+ENTRYPOINT_WAIT_S = 30.0  # how long a sandbox waits for its image's entrypoint to exec KEEPALIVE
 THAW_ATTEMPTS = 5
 T = TypeVar("T")
 DockerCall = Callable[..., Awaitable[Any]]
@@ -94,6 +96,7 @@ class DockerRuntime(Runtime):
         self._pool = ThreadPoolExecutor(max_workers=3 * 4 + 8, thread_name_prefix="forge-docker")
         # Ending a timed-out exec never waits behind the calls it is meant to cut short.
         self._urgent = ThreadPoolExecutor(max_workers=4, thread_name_prefix="forge-docker-kill")
+        self._entrypoint_holds: set[str] = set()  # images whose entrypoint never exec'd KEEPALIVE in time
 
     def size(self, concurrency: int) -> None:
         """Every agent holds a thread for its whole exec; the rest (start, copy, inspect) need their own."""
@@ -175,14 +178,33 @@ class DockerRuntime(Runtime):
         except (docker.errors.APIError, KeyError, ValueError) as exc:
             self.client.api.remove_container(container_id, force=True)
             raise SandboxError(f"container of {spec.image} vanished after it started: {exc}") from exc
+        self._await_entrypoint(spec.image, host.init_pid)
         return DockerSandbox(self.client.containers.prepare_model({"Id": container_id}), spec, host, self.call)
+
+    def _await_entrypoint(self, image: str, init_pid: int) -> None:
+        """Wait until the image's entrypoint has exec'd the sandbox's command: by Docker's convention an
+        entrypoint starts the environment's services, waits for them, then execs its command (forge's claw and
+        GUI templates do), so the agent starts on an environment that is up, and what it then holds is the
+        environment's own memory. An image whose entrypoint does not exec it within ENTRYPOINT_WAIT_S is
+        warned about once and not waited for again."""
+        if image in self._entrypoint_holds:
+            return
+        deadline = time.monotonic() + ENTRYPOINT_WAIT_S
+        while docker_host.runs_command(init_pid, KEEPALIVE) is False:
+            if time.monotonic() > deadline:
+                self._entrypoint_holds.add(image)
+                log.warning("the entrypoint of %s did not exec its command (%s) within %.0f s: its sandboxes' "
+                            "agents start without waiting for it (an entrypoint should end with exec \"$@\")",
+                            image, " ".join(KEEPALIVE), ENTRYPOINT_WAIT_S)
+                return
+            time.sleep(0.02)
 
     def _create(self, spec: SandboxSpec, labels: dict[str, str]) -> str:
         """Create (never pull: the low-level API does not, unlike ``containers.run``)."""
         api = self.client.api
         try:
             created = api.create_container(
-                spec.image, ["sleep", "infinity"], detach=True, labels=labels, environment=spec.env,
+                spec.image, KEEPALIVE, detach=True, labels=labels, environment=spec.env,
                 working_dir=spec.workdir, name=f"forge-{labels.get(LABEL_RUN, 'run')[:24]}-{uuid.uuid4().hex[:8]}",
                 host_config=api.create_host_config(**self._host_config(spec)))
         except docker.errors.ImageNotFound:
@@ -410,6 +432,10 @@ class DockerSandbox(Sandbox):
             return SandboxHealth(False, oom_killed=oom and not inside, ended_from_inside=inside, detail=detail)
         kills = docker_host.oom_kills(self.host.init_pid) or 0
         return SandboxHealth(True, oom_killed=kills > 0, detail=f"{kills} process(es) OOM-killed" if kills else "")
+
+    async def memory_in_use(self) -> int | None:
+        found = docker_host.memory_cgroup(self.host.init_pid)
+        return docker_host.anon_memory(*found) if found else None
 
     def _ended_from_inside(self, settle_s: float = EVENT_SETTLE_S) -> bool:
         """Whether the container stopped with no kill or stop from outside since ``_since``: Docker records a

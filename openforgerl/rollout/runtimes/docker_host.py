@@ -152,6 +152,26 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+def runs_command(init_pid: int, command: list[str]) -> bool | None:
+    """Whether a process under the container's init (Docker's ``--init``) runs exactly ``command``: the image's
+    entrypoint has exec'd or started it (or the image has none). None when the host's /proc cannot tell (init
+    gone, or not this host's)."""
+    if not Path(f"/proc/{init_pid}").exists():
+        return None
+    want = b"\0".join(part.encode() for part in command) + b"\0"
+    seen, todo = 0, _children(init_pid)
+    while todo and seen < 10_000:
+        pid = todo.pop()
+        seen += 1
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == want:
+                return True
+        except OSError:
+            continue
+        todo += _children(pid)
+    return False
+
+
 def session_members(init_pid: int, session: int) -> list[int]:
     """Host pids of the container's processes in ``session`` (host numbering of its leader)."""
     namespace = _pid_namespace(init_pid)
