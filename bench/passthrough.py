@@ -27,6 +27,16 @@ HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cach
 RSGI_HEADERS = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
 
 
+async def read_body(receive) -> bytes:
+    """An ASGI request's whole body."""
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
 class Relay:
     def __init__(self, upstream: str, stream_interval: int, record: Path | None) -> None:
         self.upstream, self.stream_interval = upstream, stream_interval
@@ -44,13 +54,7 @@ class Relay:
                         "headers": [(b"content-type", b"application/json")]})
             await send({"type": "http.response.body", "body": b'{"status":"ok"}'})
             return
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = self._forwarded(b"".join(chunks))
+        body = self._forwarded(await read_body(receive))
         async with self._post(body) as resp:
             await send({"type": "http.response.start", "status": resp.status, "headers": HEADERS})
             answer: list[bytes] = []
@@ -251,14 +255,8 @@ class AsgiRawClient(Relay):
     async def __call__(self, scope: dict[str, Any], receive, send) -> None:
         if scope["type"] != "http" or scope["path"] in ("/health", "/v1/models"):
             return await super().__call__(scope, receive, send)
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
         sink = _Queued()
-        self.raw.forward(sink, self._forwarded(b"".join(chunks)))  # type: ignore[arg-type]
+        self.raw.forward(sink, self._forwarded(await read_body(receive)))  # type: ignore[arg-type]
         await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
         while (piece := await sink.queue.get()) is not None:
             await send({"type": "http.response.body", "body": piece, "more_body": True})

@@ -1039,35 +1039,34 @@ PARTS = [  # (part, what it covers, frame names that mark it): a sample is the f
 ]
 
 
+def _samples(raw: str):
+    """(part, leaf frame, samples) per stack of a py-spy raw profile (collapsed stacks: ``frame;frame;... count``);
+    a sample's part is the first one its stack hits from the leaf up."""
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        frames = stack.split(";")[::-1]
+        part = next((name for frame in frames for name, _, marks in PARTS if any(m in frame for m in marks)),
+                    "other")
+        yield part, frames[0], int(count)
+
+
 def print_leaves(raw: str, top: int = 25) -> None:
     """The leaf frames that took most samples, with the part each sample went to (printed, not written)."""
     leaves: dict[tuple[str, str], int] = {}
-    total = 0
-    for line in raw.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        frames = stack.split(";")[::-1]
-        part = next((name for frame in frames for name, _, marks in PARTS if any(m in frame for m in marks)),
-                    "other")
-        key = (part, frames[0])
-        leaves[key] = leaves.get(key, 0) + int(count)
-        total += int(count)
+    for part, leaf, count in _samples(raw):
+        leaves[(part, leaf)] = leaves.get((part, leaf), 0) + count
+    total = sum(leaves.values()) or 1
     for (part, leaf), count in sorted(leaves.items(), key=lambda kv: -kv[1])[:top]:
-        print(f"  {count / max(total, 1) * 100:5.1f}%  {part:12} {leaf}", flush=True)
+        print(f"  {count / total * 100:5.1f}%  {part:12} {leaf}", flush=True)
 
 
 def profile_parts(raw: str) -> dict[str, int]:
-    """Samples per part of a py-spy raw profile (collapsed stacks: ``frame;frame;... count``)."""
+    """Samples per part of a py-spy raw profile."""
     got: dict[str, int] = {}
-    for line in raw.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        frames = stack.split(";")[::-1]
-        part = next((name for frame in frames for name, _, marks in PARTS if any(m in frame for m in marks)),
-                    "other")
-        got[part] = got.get(part, 0) + int(count)
+    for part, _, count in _samples(raw):
+        got[part] = got.get(part, 0) + count
     return got
 
 
