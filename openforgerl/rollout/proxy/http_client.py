@@ -82,6 +82,14 @@ class Response:
     async def read(self) -> bytes:
         return b"".join([piece async for piece in self])
 
+    def _abandon(self) -> None:
+        """Drop an answer whose head never came: its connection is closed, the pool's slot stays the caller's."""
+        self.released = True
+        if self.deadline is not None:
+            self.deadline.cancel()
+        self.connection.response = None
+        self.connection.close()
+
     def release(self) -> None:
         if self.released:
             return
@@ -216,20 +224,10 @@ class Pool:
                 response = connection.send(request, self.timeout_s)
                 try:
                     await response.head
-                except ServerDisconnected:
-                    unanswered = not connection.answered
-                    connection.response = None  # the slot is still ours: not released with it
-                    if response.deadline is not None:
-                        response.deadline.cancel()
-                    if attempt == 0 and unanswered:
+                except BaseException as exc:
+                    response._abandon()
+                    if attempt == 0 and isinstance(exc, ServerDisconnected) and not connection.answered:
                         continue
-                    raise
-                except BaseException:
-                    response.released = True
-                    if response.deadline is not None:
-                        response.deadline.cancel()
-                    connection.response = None
-                    connection.close()
                     raise
                 return response
             raise AssertionError("unreachable")
