@@ -1,0 +1,213 @@
+"""The proxy app's own CPU per call, in one process: no sockets, no other process on the cores.
+
+``bench/proxy.py`` measures the proxy as harnesses see it (clients, the proxy and a vLLM stand-in sharing 2
+cores over loopback); its CPU numbers swing ~5-10% between runs, more than most single changes to the
+proxy's own path are worth. This drives the real ASGI app (``build_app``: the smollm2 template, rollout logs
+and the group-commit journal on disk) straight from Python: ``STREAMS`` agent loops at once, each a rollout
+of 8 streamed calls on the 21 kB agent body (extending: each call resends the history plus the answer and a
+tool output; forking: the same body every call), created and finished through the admin routes. The engine
+answers at once with the bench's 21-token answer in chunks as vLLM sends them (the first token alone, then
+``STREAM_INTERVAL`` per chunk), each chunk after a turn of the event loop. What is left out: the HTTP server
+(uvicorn), the engine's HTTP client and the socket writes; what is measured is everything of forge's between
+them (routing, auth, planning, the engine's events, tool-call parsing, the dialect's SSE, recording,
+durability's bookkeeping). CPU: the process's (all threads: the journal's writer, planning workers).
+
+A/B: ``--against REV`` runs the same driver on a worktree of commit REV at the same time (one app per core),
+each round, and prints the median of the rounds' ratios.
+Run: .venv/bin/python bench/proxy_app.py [--against REV] [--this REV] [--rounds 5] [--out FILE]
+Only this process is involved: no network at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+STREAMS = 16
+CALLS_PER_ROLLOUT = 8
+ADMIN = "bench-admin-token"
+
+
+def child(kind: str, seconds: float, streams: int) -> dict:
+    """One measurement, in this process, of the openforgerl on ``sys.path``."""
+    import uvloop
+
+    from openforgerl.rollout.proxy.config import ProxyConfig
+    from openforgerl.rollout.proxy.engine import STREAM_INTERVAL, Engine, Generation, TokenChunk
+    from openforgerl.rollout.proxy.server import build_app
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from proxy import AGENT_TOOLS, ANSWER, agent_history  # the bench's own body and answer
+
+    class ChunkedEngine(Engine):
+        """The answer at once, in vLLM's chunks, a loop turn apart."""
+
+        def __init__(self, ids: list[int]) -> None:
+            self.ids, self.logprobs = ids, [-0.5] * len(ids)
+
+        async def generate(self, prompt_ids, sampling):
+            return Generation(list(self.ids), list(self.logprobs), "stop")
+
+        async def stream(self, prompt_ids, sampling):
+            ids, logprobs, start = self.ids, self.logprobs, 0
+            for end in [1, *range(1 + STREAM_INTERVAL, len(ids), STREAM_INTERVAL), len(ids)]:
+                await asyncio.sleep(0)
+                yield TokenChunk(ids[start:end], logprobs[start:end], "stop" if end == len(ids) else None)
+                start = end
+
+    async def call(app, method: str, path: str, token: str, body: bytes) -> tuple[int, bytes]:
+        headers = [(b"authorization", b"Bearer " + token.encode()), (b"content-type", b"application/json"),
+                   (b"content-length", str(len(body)).encode())]
+        scope = {"type": "http", "method": method, "path": path, "headers": headers, "query_string": b""}
+        given, never = False, asyncio.get_running_loop().create_future()
+        status, out = 0, []
+
+        async def receive():
+            nonlocal given
+            if not given:
+                given = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await never  # the client stays: its disconnect never comes
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            else:
+                out.append(message.get("body", b""))
+        await app(scope, receive, send)
+        return status, b"".join(out)
+
+    async def loop_one(app, stop_at: float, answer: str, counts: list[int]) -> None:
+        while time.perf_counter() < stop_at:
+            status, created = await call(app, "POST", "/rollouts", ADMIN, b'{"metadata": {}}')
+            assert status == 200, created
+            created = orjson.loads(created)
+            messages = agent_history(12) if kind == "fork" else agent_history(0)
+            for turn in range(CALLS_PER_ROLLOUT):
+                body = orjson.dumps({"model": "smollm2", "messages": messages, "tools": AGENT_TOOLS,
+                                     "stream": True, "max_tokens": 64})
+                status, sent = await call(app, "POST", "/v1/chat/completions", created["token"], body)
+                assert status == 200 and sent.endswith(b"data: [DONE]\n\n"), sent[-300:]
+                counts[0] += 1
+                if kind == "extend":
+                    output = f"output of step {turn}: " + "line of log\n" * 30
+                    messages = messages + [{"role": "assistant", "content": answer},
+                                           {"role": "user", "content": output}]
+            status, _ = await call(app, "POST", f"/rollouts/{created['id']}/finish", ADMIN, b'{"reward": 0.0}')
+            assert status == 200
+
+    async def main() -> dict:
+        with tempfile.TemporaryDirectory(prefix="forge-bench-app-") as tmp:
+            config = ProxyConfig(admin_token=ADMIN, model="smollm2", data_dir=tmp)
+            app = await asyncio.to_thread(build_app, config)
+            template = app.service.template
+            app.service.engine = ChunkedEngine(template.encode(ANSWER) + [min(template.stop_ids)])
+            counts = [0]
+            warm = time.perf_counter() + 1.0
+            await asyncio.gather(*(loop_one(app, warm, ANSWER, counts) for _ in range(streams)))
+            counts[0] = 0
+            cpu, wall = time.process_time(), time.perf_counter()
+            await asyncio.gather(*(loop_one(app, wall + seconds, ANSWER, counts) for _ in range(streams)))
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            await app.service.aclose()
+            app.registry.close()
+            return {"calls": counts[0], "cpu_ms": cpu / counts[0] * 1000, "calls_s": counts[0] / wall}
+
+    return uvloop.run(main())
+
+
+def start(checkout: Path, kind: str, seconds: float, streams: int) -> subprocess.Popen:
+    """``child`` in a fresh interpreter importing ``checkout``'s openforgerl."""
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", kind, "--seconds",
+                             str(seconds), "--streams", str(streams)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=checkout)
+
+
+def result(proc: subprocess.Popen, checkout: Path, seconds: float) -> dict:
+    out, err = proc.communicate(timeout=seconds * 10 + 120)
+    if proc.returncode != 0:
+        raise SystemExit(f"the driver failed on {checkout}:\n{err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def worktree(rev: str) -> tuple[Path, str]:
+    """A worktree of ``rev`` (removed by the caller) and its short hash."""
+    short = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.strip()
+    path = Path(tempfile.mkdtemp(prefix="forge-bench-base-")) / short
+    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(path), rev], cwd=ROOT, check=True)
+    return path, short
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--child", choices=("extend", "fork"), help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, default=8.0, help="measurement per point")
+    parser.add_argument("--streams", type=int, default=STREAMS)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians)")
+    parser.add_argument("--against", metavar="REV", help="A/B: also run commit REV's app, interleaved")
+    parser.add_argument("--this", metavar="REV", help="run commit REV's app as this one (default: the working tree)")
+    parser.add_argument("--name", default="", help="with --against: the change's name, for --out")
+    parser.add_argument("--out", help="append the table to this markdown file")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.seconds, args.streams)))
+        return
+    paths, trees = {"this": ROOT}, []
+    if args.this:
+        trees.append(worktree(args.this))
+        paths = {f"this ({trees[-1][1]})": trees[-1][0]}
+    if args.against:
+        trees.append(worktree(args.against))
+        paths[trees[-1][1]] = trees[-1][0]
+    got: dict[tuple[str, str], list[dict]] = {}
+    try:
+        for round_ in range(args.rounds):
+            for kind in ("extend", "fork"):
+                # the apps run at the same time, one per core: what slows this machine down (other tenants of
+                # its host) slows both, and the ratio of a round holds where sequential runs swing 15%
+                procs = {name: start(checkout, kind, args.seconds, args.streams) for name, checkout in paths.items()}
+                for name, proc in procs.items():
+                    got.setdefault((kind, name), []).append(result(proc, paths[name], args.seconds))
+            print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
+    finally:
+        for tree, _ in trees:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+    ref_name = list(paths)[-1]
+    lines = [f"| traffic | app | calls/s | CPU ms/call | CPU per round | vs {ref_name}, median of rounds |",
+             "|---|---|---:|---:|---|---:|"]
+    for kind in ("extend", "fork"):
+        for name in paths:
+            runs, refs = got[(kind, name)], got[(kind, ref_name)]
+            ratio = statistics.median(r["cpu_ms"] / b["cpu_ms"] for r, b in zip(runs, refs, strict=True))
+            lines.append(f"| {kind} | {name} | {statistics.median(r['calls_s'] for r in runs):.0f} | "
+                         f"{statistics.median(r['cpu_ms'] for r in runs):.3f} | "
+                         + " ".join(f"{r['cpu_ms']:.3f}" for r in runs) + f" | {ratio:.3f}x |")
+    print("\n".join(lines))
+    if args.out:
+        head = [f"### In-process A/B: {args.name or 'this checkout'}", "",
+                f"`bench/proxy_app.py{' --this ' + args.this if args.this else ''}"
+                f"{' --against ' + args.against if args.against else ''} --rounds {args.rounds} "
+                f"--seconds {args.seconds:g}` ({os.cpu_count()} cores; one process: {args.streams} agent loops "
+                "straight into the ASGI app, the engine answering at once; both apps at once in each round, the "
+                "ratio the median of the rounds' ratios).", ""]
+        with open(args.out, "a") as out:
+            out.write("\n".join(head + lines) + "\n\n")
+
+
+if __name__ == "__main__":
+    main()
