@@ -8,6 +8,7 @@ agent loop, and a template that is not concatenative must be caught and rendered
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 
 import pytest
@@ -54,6 +55,28 @@ def test_cached_render_and_encode_equal_the_full_ones(policy, system, rest, tool
     for _ in range(2):  # cold, then from the caches
         assert policy.render(messages, TOOLS if tools else None, gen) == full
         assert policy.encode_prompt(full) == policy.encode(full)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(picks=st.lists(st.integers(min_value=0), max_size=40), skip=st.booleans())
+def test_decode_gives_what_the_tokenizer_decodes(policy, picks, skip):
+    """The proxy decodes with the tokenizers backend (no transformers wrapper): the same text, specials too."""
+    special = sorted(policy.tokenizer.all_special_ids)
+    ids = [special[p % len(special)] if p % 5 == 0 else p % len(policy.tokenizer) for p in picks]
+    assert policy.decode(ids, skip) == policy.tokenizer.decode(ids, skip_special_tokens=skip)
+    assert policy._direct_decode is True
+
+
+def test_a_tokenizer_that_cleans_up_spaces_decodes_through_transformers(policy):
+    """A tokenizer whose decode changes the backend's text (transformers' clean-up of spaces before punctuation,
+    on for some WordPiece tokenizers) keeps its own decode: the backend alone would give other text."""
+    tokenizer = copy.copy(policy.tokenizer)
+    tokenizer.decode = lambda ids, skip_special_tokens=False: policy.tokenizer.decode(
+        ids, skip_special_tokens=skip_special_tokens).replace(" .", ".").replace(" ,", ",")
+    template = HFChatTemplate(tokenizer)
+    ids = policy.encode("Hello , world .")
+    assert template.decode(ids) == "Hello, world."
+    assert template._direct_decode is False
 
 
 def test_a_template_that_is_not_concatenative_is_rendered_in_full(policy):
