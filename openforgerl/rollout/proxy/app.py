@@ -403,19 +403,29 @@ async def flushing(events: AsyncIterator[Event], flush: Callable[[], Awaitable[N
 
 
 async def guarded(receive: Receive, answer: Awaitable[None]) -> None:
-    """Run ``answer``; if the client disconnects first, cancel it (which records the call)."""
-    task = asyncio.ensure_future(answer)
-    watcher = asyncio.ensure_future(receive())
-    try:
-        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-        if task not in done and watcher.result().get("type") == "http.disconnect":
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    """Run ``answer`` in this task; if the client disconnects first, cancel it (which records the call).
+    The disconnect is heard by a callback on a ``receive`` running beside it: one task per call, not three
+    (a task for the answer and ``asyncio.wait`` over both cost ~15 us a call)."""
+    task = asyncio.current_task()
+    assert task is not None
+    gone = over = False
+
+    def heard(watcher: asyncio.Future[dict[str, Any]]) -> None:
+        nonlocal gone
+        if watcher.cancelled() or watcher.exception() is not None or over:  # (the exception: seen, not logged)
             return
-        await task
-    finally:
-        watcher.cancel()
-        if not task.done():
+        if watcher.result().get("type") == "http.disconnect":
+            gone = True
             task.cancel()
 
+    watcher = asyncio.ensure_future(receive())
+    watcher.add_done_callback(heard)
+    try:
+        await answer
+    except asyncio.CancelledError:
+        if not gone:  # not ours: the server is stopping
+            raise
+        task.uncancel()  # the client went away; the cancelled answer recorded the call
+    finally:
+        over = True
+        watcher.cancel()

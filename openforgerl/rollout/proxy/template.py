@@ -307,7 +307,7 @@ class HFChatTemplate(ChatTemplate):
     def decode(self, ids, skip_special=True):
         if self._direct_decode is None:  # racing threads compute the same answer
             self._direct_decode = self._check_direct_decode()
-        if self._direct_decode:
+        if self._direct_decode and self._backend is not None:
             return self._backend.decode(ids, skip_special_tokens=skip_special)
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special)
 
