@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import statistics
@@ -47,6 +48,13 @@ def child(kind: str, seconds: float, streams: int) -> dict:
     from openforgerl.rollout.proxy.engine import STREAM_INTERVAL, Engine, Generation, TokenChunk
     from openforgerl.rollout.proxy.server import build_app
 
+    # this checkout's request driver, whichever commit's app it drives (the file imports nothing of openforgerl)
+    spec = importlib.util.spec_from_file_location("forge_asgi_call", ROOT / "openforgerl" / "testing" / "asgi.py")
+    assert spec is not None and spec.loader is not None
+    asgi = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(asgi)
+    AsgiCall = asgi.AsgiCall
+
     sys.path.insert(0, str(ROOT / "bench"))
     from proxy import AGENT_TOOLS, ANSWER, agent_history  # the bench's own body and answer
 
@@ -67,28 +75,8 @@ def child(kind: str, seconds: float, streams: int) -> dict:
                 start = end
 
     async def call(app, method: str, path: str, token: str, body: bytes) -> tuple[int, bytes]:
-        headers = [(b"authorization", b"Bearer " + token.encode()), (b"content-type", b"application/json"),
-                   (b"content-length", str(len(body)).encode())]
-        scope = {"type": "http", "method": method, "path": path, "headers": headers, "query_string": b""}
-        given, never = False, asyncio.get_running_loop().create_future()
-        status, out = 0, []
-
-        async def receive():
-            nonlocal given
-            if not given:
-                given = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await never  # the client stays: its disconnect never comes
-            return {"type": "http.disconnect"}
-
-        async def send(message):
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            else:
-                out.append(message.get("body", b""))
-        await app(scope, receive, send)
-        return status, b"".join(out)
+        done = await AsgiCall(method, path, token, body)(app)
+        return done.status, done.content
 
     async def loop_one(app, stop_at: float, answer: str, counts: list[int]) -> None:
         while time.perf_counter() < stop_at:

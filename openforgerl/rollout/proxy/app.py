@@ -27,6 +27,7 @@ from openforgerl.rollout.proxy.conversation import (
     ChatRequest,
     ContextTooLong,
     Event,
+    Finish,
     nesting_exceeds,
     shown,
 )
@@ -223,29 +224,29 @@ class ProxyApp:
         body = await read_body(receive, headers, self.max_body_bytes)
         rollout = self._caller(headers)
         request = self._parse(dialect, parse_json(headers, body))
-        events = self.service.turn(rollout, request, dialect.name, received)
-        await guarded(receive, self._answer(dialect, request, rollout, events, send))
+        batches = self.service.turn(rollout, request, dialect.name, received)
+        await guarded(receive, self._answer(dialect, request, rollout, batches, send))
 
     async def _answer(self, dialect: Dialect, request: ChatRequest, rollout: Rollout,
-                      events: AsyncGenerator[Event, None], send: Send) -> None:
-        async with contextlib.aclosing(events):
+                      batches: AsyncGenerator[list[Event], None], send: Send) -> None:
+        async with contextlib.aclosing(batches):
             try:  # planning, context check and the engine's first tokens: every refusal comes before a stream
-                first = await anext(events)
+                first = await anext(batches)
             except (BadRequest, StorageError, ProviderError) as exc:
                 raise http_error(dialect, exc) from None
             reply = Reply(id=dialect.id_prefix + rollout.id.removeprefix(ROLLOUT_ID_PREFIX) + f"-{request.call}",
                           model=request.model or self.model)
             if not request.stream:
                 try:
-                    turn = await collect(chain(first, events))
+                    turn = await collect(flushing(first, batches, None))
                 except (BadRequest, StorageError, ProviderError) as exc:
                     raise http_error(dialect, exc) from None
                 await send_json(send, 200, dialect.render(turn, request, reply))
                 return
-            await self._stream(dialect, request, reply, chain(first, events), send)
+            await self._stream(dialect, request, reply, first, batches, send)
 
-    async def _stream(self, dialect: Dialect, request: ChatRequest, reply: Reply, events: AsyncIterator[Event],
-                      send: Send) -> None:
+    async def _stream(self, dialect: Dialect, request: ChatRequest, reply: Reply, first: list[Event],
+                      batches: AsyncIterator[list[Event]], send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         pending: list[bytes] = []
 
@@ -256,7 +257,7 @@ class ProxyApp:
                 await send({"type": "http.response.body", "body": body, "more_body": True})
 
         try:
-            async for chunk in dialect.stream(flushing(events, flush), request, reply):
+            async for chunk in dialect.stream(flushing(first, batches, flush), request, reply):
                 pending.append(chunk)
         except (BadRequest, StorageError, ProviderError) as exc:  # after the stream started: its error event
             error = http_error(dialect, exc)
@@ -384,22 +385,18 @@ def error_body(dialect: Dialect | None, exc: HttpError) -> dict[str, Any]:
     return {"error": {"message": exc.message, "type": exc.kind}}
 
 
-async def chain(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
-    yield first
-    async for event in rest:
-        yield event
-
-
-async def flushing(events: AsyncIterator[Event], flush: Callable[[], Awaitable[None]]) -> AsyncIterator[Event]:
-    """``events``, calling ``flush`` whenever the next one is not there yet."""
-    yield await anext(events)
-    while True:
-        await flush()
-        try:
-            event = await anext(events)
-        except StopAsyncIteration:
-            return
-        yield event
+async def flushing(first: list[Event], rest: AsyncIterator[list[Event]],
+                   flush: Callable[[], Awaitable[None]] | None) -> AsyncIterator[Event]:
+    """The events of ``first``, then of each batch in ``rest``, calling ``flush`` after each batch (once the
+    dialect has turned its last event into bytes), except after the one that ends with ``Finish``: the end of
+    the stream follows it at once, and goes out in the same write."""
+    batch: list[Event] | None = first
+    while batch is not None:
+        for event in batch:
+            yield event
+        if flush is not None and not (batch and isinstance(batch[-1], Finish)):
+            await flush()
+        batch = await anext(rest, None)
 
 
 async def guarded(receive: Receive, answer: Awaitable[None]) -> None:

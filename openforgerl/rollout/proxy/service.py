@@ -231,14 +231,17 @@ class ProxyService:
             raise BadRequest(f"the chat template cannot render this conversation: {one_line(exc)}") from exc
 
     async def turn(self, rollout: Rollout, request: ChatRequest, dialect: str,
-                   received: float) -> AsyncGenerator[Event, None]:
-        """The events of one call; recorded before ``Finish`` is yielded. A rollout whose budget is spent is
-        answered at once with a length stop and no text (no engine call, nothing recorded but the mark)."""
+                   received: float) -> AsyncGenerator[list[Event], None]:
+        """The events of one call, in batches: one per engine chunk that made any (the answer goes out a write
+        per batch), the last ending with ``Finish``. The call is recorded before that last batch is yielded;
+        the events of the engine's last chunk wait for it, to go out with ``Finish`` in one write (the answer
+        ends when it would have: after its record is durable). A rollout whose budget is spent is answered at
+        once with a length stop and no text (no engine call, nothing recorded but the mark)."""
         spent = self.budget.spent(rollout)
         if spent is not None:
             await self.truncate(rollout, spent)
             request.call = rollout.next_call
-            yield Finish("length", 0, 0)
+            yield [Finish("length", 0, 0)]
             return
         plan, forced = await self._plan(rollout, request)
         try:
@@ -251,17 +254,19 @@ class ProxyService:
         state.marks["prepared"] = time.perf_counter()
         handed_over = False  # to commit, which ends the call (in flight, head) whatever happens here
         try:
-            events = self._generate(state, request)
-            async with contextlib.aclosing(events):
-                async for event in events:
-                    yield event
+            last: list[Event] = []
+            batches = self._generate(state, request, last)
+            async with contextlib.aclosing(batches):
+                async for batch in batches:
+                    yield batch
             finish = self._finish_reason(state, request)
             handed_over = True
             await self.commit(rollout, state.record("ok"), plan)
             spent = self.budget.spent(rollout) if finish == "length" else None
             if spent is not None:  # the budget, not the harness's own cap, ended this answer
                 await self.truncate(rollout, spent)
-            yield Finish(finish, len(plan.prompt_ids), len(state.forced) + len(state.response))
+            last.append(Finish(finish, len(plan.prompt_ids), len(state.forced) + len(state.response)))
+            yield last
         except ProviderError as exc:
             handed_over = True
             await self.commit(rollout, state.record("engine_error", str(exc)), plan)
@@ -281,13 +286,16 @@ class ProxyService:
             return "tool_calls"
         return "length" if state.finish == "length" else "stop"
 
-    async def _generate(self, state: CallState, request: ChatRequest) -> AsyncGenerator[Event, None]:
+    async def _generate(self, state: CallState, request: ChatRequest,
+                        last: list[Event]) -> AsyncGenerator[list[Event], None]:
+        """The call's events a batch per engine chunk; those of the engine's last chunk (and whatever the decoder
+        and the tool-call parser still held) are put in ``last`` instead, for ``turn`` to send with ``Finish``."""
         decoder = IncrementalDecoder(self.template)
         parser = self.parser.stream() if request.tool_choice != "none" else None
 
-        def parse(text: str, last: bool = False) -> list[Event]:
+        def parse(text: str, final: bool = False) -> list[Event]:
             events: list[Event] = parser.feed(text) if parser else ([TextDelta(text)] if text else [])
-            if last and parser:
+            if final and parser:
                 events += parser.finish()
             for event in events:
                 if isinstance(event, ToolCallDone):
@@ -297,8 +305,9 @@ class ProxyService:
                     state.text.append(event.text)
             return events
 
-        for event in parse(decoder.push(state.forced)):
-            yield event
+        batch = parse(decoder.push(state.forced))
+        if batch:
+            yield batch
         async with self._slot():
             state.marks["engine_start"] = time.perf_counter()
             sampling = self._capped(request.sampling, self.budget.left(state.rollout))
@@ -309,11 +318,13 @@ class ProxyService:
                     state.response += chunk.token_ids
                     state.logprobs += chunk.logprobs
                     state.finish = chunk.finish_reason or state.finish
-                    for event in parse(decoder.push(chunk.token_ids)):
-                        yield event
+                    batch = parse(decoder.push(chunk.token_ids))
+                    if chunk.finish_reason is not None:
+                        last += batch
+                    elif batch:
+                        yield batch
             state.marks["engine_end"] = time.perf_counter()
-        for event in parse(decoder.flush(), last=True):
-            yield event
+        last += parse(decoder.flush(), final=True)
 
     @contextlib.asynccontextmanager
     async def _slot(self):

@@ -11,9 +11,11 @@ import pytest
 from openforgerl.rollout.proxy.engine import ScriptedEngineConfig, ScriptTurn
 from openforgerl.rollout.proxy.engines.scripted import ScriptedEngine
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
+from openforgerl.testing.asgi import AsgiCall
 from openforgerl.testing.chat import CharTemplate
 from openforgerl.testing.proxy import InProcessProxy
 
+HI = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
 LONG = "a long answer, streamed one character at a time. " * 4
 
 
@@ -21,35 +23,6 @@ def slow_proxy() -> InProcessProxy:
     config = ScriptedEngineConfig(turns=[ScriptTurn(text=LONG)], latency_s=0.2, token_delay_s=0.01)
     engine = ScriptedEngine(config, template=CharTemplate(), tool_parser=make_tool_parser("hermes"))
     return InProcessProxy(engine=engine)
-
-
-class Client:
-    """One request as the ASGI server hands it to the app; ``hang_up()`` is the client going away."""
-
-    def __init__(self, token: str, body: dict) -> None:
-        self.body = orjson.dumps(body)
-        self.scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
-                      "headers": [(b"authorization", f"Bearer {token}".encode()),
-                                  (b"content-type", b"application/json")]}
-        self.sent: list[dict] = []
-        self.gone = asyncio.Event()
-        self.read = False
-
-    async def receive(self) -> dict:
-        if not self.read:
-            self.read = True
-            return {"type": "http.request", "body": self.body, "more_body": False}
-        await self.gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(self, message: dict) -> None:
-        self.sent.append(message)
-
-    def hang_up(self) -> None:
-        self.gone.set()
-
-    def bytes_sent(self) -> int:
-        return sum(len(m.get("body", b"")) for m in self.sent)
 
 
 async def new_rollout(proxy: InProcessProxy) -> tuple[str, str]:
@@ -63,10 +36,10 @@ def test_a_hang_up_cancels_the_call_records_it_and_ends_the_request_quietly(when
 
     async def scenario():
         rollout_id, token = await new_rollout(proxy)
-        client = Client(token, {"messages": [{"role": "user", "content": "hi"}], "stream": True})
+        client = AsgiCall("POST", "/v1/chat/completions", token, HI)
         request = asyncio.ensure_future(proxy.app(client.scope, client.receive, client.send))
         if when == "mid-stream":
-            while client.bytes_sent() < 400:  # some of the answer is out
+            while len(client.content) < 400:  # some of the answer is out
                 await asyncio.sleep(0.01)
         else:
             await asyncio.sleep(0.05)  # planned, waiting for the engine's first token
@@ -93,7 +66,7 @@ def test_the_request_task_carries_no_cancellation_after_a_hang_up():
 
     async def scenario():
         _, token = await new_rollout(proxy)
-        client = Client(token, {"messages": [{"role": "user", "content": "hi"}], "stream": True})
+        client = AsgiCall("POST", "/v1/chat/completions", token, HI)
 
         async def server_side():
             await proxy.app(client.scope, client.receive, client.send)
@@ -114,7 +87,7 @@ def test_a_server_that_stops_cancels_the_request_and_is_not_taken_for_a_hang_up(
 
     async def scenario():
         rollout_id, token = await new_rollout(proxy)
-        client = Client(token, {"messages": [{"role": "user", "content": "hi"}], "stream": True})
+        client = AsgiCall("POST", "/v1/chat/completions", token, HI)
         request = asyncio.ensure_future(proxy.app(client.scope, client.receive, client.send))
         await asyncio.sleep(0.05)
         request.cancel()  # the server stopping: the client is still there
@@ -133,13 +106,13 @@ def test_a_hang_up_after_the_answer_changes_nothing():
 
     async def scenario():
         rollout_id, token = await new_rollout(proxy)
-        client = Client(token, {"messages": [{"role": "user", "content": "hi"}], "stream": False})
+        client = AsgiCall("POST", "/v1/chat/completions", token, dict(HI, stream=False))
         await asyncio.wait_for(proxy.app(client.scope, client.receive, client.send), 10)
         client.hang_up()  # the watcher hears it now, after the answer
         await asyncio.sleep(0.05)
         return rollout_id, client
 
     rollout_id, client = asyncio.run(scenario())
-    assert client.sent[0]["status"] == 200
-    assert orjson.loads(client.sent[1]["body"])["choices"][0]["message"]["content"] == LONG.strip()
+    assert client.status == 200
+    assert orjson.loads(client.content)["choices"][0]["message"]["content"] == LONG.strip()
     assert [c.status for c in proxy.registry.get(rollout_id).trajectory.calls] == ["ok"]

@@ -10,12 +10,14 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator
 
+import orjson
 import pytest
 import uvicorn
 
 from openforgerl.rollout.proxy.conversation import Sampling
-from openforgerl.rollout.proxy.engine import VLLMEngineConfig
+from openforgerl.rollout.proxy.engine import Engine, TokenChunk, VLLMEngineConfig
 from openforgerl.rollout.proxy.engines.vllm import VLLMEngine
+from openforgerl.testing.asgi import AsgiCall
 from openforgerl.testing.chat import CharTemplate
 from openforgerl.testing.fake_vllm import FakeVLLM
 from openforgerl.testing.ports import free_port
@@ -102,3 +104,50 @@ def test_a_harness_gets_the_same_answer_and_the_record_the_same_tokens_in_fewer_
 def test_stream_interval_must_be_positive():
     with pytest.raises(ValueError, match="stream_interval"):
         VLLMEngineConfig(stream_interval=0)
+
+
+class Pieces(Engine):
+    """Answers in the given chunks, a little apart (as an engine's chunks arrive)."""
+
+    def __init__(self, pieces: list[list[int]]) -> None:
+        self.pieces = pieces
+
+    async def generate(self, prompt_ids, sampling):
+        raise AssertionError("the proxy streams from the engine")
+
+    async def stream(self, prompt_ids, sampling):
+        for i, piece in enumerate(self.pieces):
+            await asyncio.sleep(0.01)
+            yield TokenChunk(piece, [-0.1] * len(piece), "stop" if i == len(self.pieces) - 1 else None)
+
+
+END_OF_STREAM = {"chat": b"data: [DONE]", "responses": b"event: response.completed", "messages": b"event: message_stop"}
+BODIES = {"chat": {"messages": [{"role": "user", "content": "run the tests"}], "stream": True},
+          "responses": {"input": "run the tests", "stream": True},
+          "messages": {"messages": [{"role": "user", "content": "run the tests"}], "max_tokens": 50, "stream": True}}
+
+
+@pytest.mark.parametrize("dialect", ["chat", "responses", "messages"])
+def test_an_answer_goes_out_in_one_write_per_engine_chunk_the_last_with_its_end(dialect):
+    """Each write to a harness is a system call that wakes it: one per engine chunk, with the events of the
+    engine's last chunk, the finish and the end of the stream together in the last one (sent once the call's
+    record is durable, when the answer would have ended anyway)."""
+    template = CharTemplate()
+    texts = ["The", " tests", " pass."]
+    pieces = [template.encode(t) for t in texts]
+    pieces[-1] += sorted(template.stop_ids)[:1]
+    proxy = InProcessProxy(engine=Pieces(pieces), template=template)
+
+    async def scenario():
+        async with proxy.client() as client:
+            _, token = await proxy.new_rollout(client)
+        return await AsgiCall("POST", PATHS[dialect], token, BODIES[dialect])(proxy.app)
+
+    call = asyncio.run(scenario())
+    assert call.status == 200
+    writes = call.writes
+    assert len(writes) == len(texts), writes
+    for text, write in zip(texts, writes, strict=True):
+        assert orjson.dumps(text)[1:-1] in write
+    assert all(END_OF_STREAM[dialect] not in write for write in writes[:-1])
+    assert END_OF_STREAM[dialect] in writes[-1] and call.sent[-1].get("more_body", False) is False
