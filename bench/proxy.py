@@ -1031,7 +1031,7 @@ PARTS = [  # (part, what it covers, frame names that mark it): a sample is the f
     ("request in", "reading and parsing the request body, routing, auth", ("parse_json", "ProxyApp._parse",
                                                                              ".parse (", "ProxyApp._model_call")),
     ("answer out", "the dialect's SSE events and uvicorn's send", ("ChatCompletions.stream", "ProxyApp._stream",
-                                                                    "chain (", "flushing (", ".send (", "sse (")),
+                                                                    "flushing (", ".send (", "sse (")),
     ("admin", "creating and finishing rollouts (one each per 8 calls)", ("ProxyApp._admin", "Registry.")),
     ("HTTP server", "uvicorn's protocol: parsing requests, the ASGI cycle", ("HttpToolsProtocol.", "run_asgi",
                                                                               "ProxyApp.__call__", "ProxyApp._http")),

@@ -12,6 +12,7 @@ from openforgerl.errors import UnknownNameError
 from openforgerl.rollout.proxy.conversation import TextDelta, ToolCall, ToolCallDone
 from openforgerl.rollout.proxy.template import IncrementalDecoder
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
+from openforgerl.rollout.proxy.tool_parsers.hermes import partial_marker_len
 from openforgerl.testing.chat import CharTemplate
 
 HERMES = make_tool_parser("hermes")
@@ -76,3 +77,11 @@ def test_incremental_decoding_never_splits_characters(text):
     deltas = [decoder.push([i]) for i in ids] + [decoder.flush()]
     assert "".join(deltas) == template.decode(ids)
     assert all("\ufffd" not in d for d in deltas)
+
+
+@given(text=st.text(alphabet=st.sampled_from(list("<tol_ca>/x")), max_size=30),
+       marker=st.sampled_from(["<tool_call>", "</tool_call>", "<<a", "ab"]))
+def test_the_held_back_marker_prefix_is_the_longest_suffix_that_starts_the_marker(text, marker):
+    longest = max((n for n in range(1, min(len(marker) - 1, len(text)) + 1) if text.endswith(marker[:n])),
+                  default=0)
+    assert partial_marker_len(text, marker) == longest

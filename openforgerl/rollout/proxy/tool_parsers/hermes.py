@@ -28,10 +28,14 @@ def parse_call(body: str) -> ToolCall | None:
 
 
 def partial_marker_len(text: str, marker: str) -> int:
-    """Length of the longest suffix of ``text`` that is a proper prefix of ``marker``."""
-    for n in range(min(len(marker) - 1, len(text)), 0, -1):
-        if text.endswith(marker[:n]):
-            return n
+    """Length of the longest suffix of ``text`` that is a proper prefix of ``marker``. Only a suffix that
+    starts with the marker's first character can be one: those are looked at (most texts have none)."""
+    tail = text[max(len(text) - len(marker) + 1, 0):]
+    at = tail.find(marker[0])
+    while at >= 0:
+        if marker.startswith(tail[at:]):
+            return len(tail) - at
+        at = tail.find(marker[0], at + 1)
     return 0
 
 
