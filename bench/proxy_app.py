@@ -46,7 +46,7 @@ def child(kind: str, seconds: float, streams: int) -> dict:
 
     from openforgerl.rollout.proxy.config import ProxyConfig
     from openforgerl.rollout.proxy.engine import STREAM_INTERVAL, Engine, Generation, TokenChunk
-    from openforgerl.rollout.proxy.server import build_app
+    from openforgerl.rollout.proxy import server
 
     # this checkout's request driver, whichever commit's app it drives (the file imports nothing of openforgerl)
     spec = importlib.util.spec_from_file_location("forge_asgi_call", ROOT / "openforgerl" / "testing" / "asgi.py")
@@ -100,7 +100,8 @@ def child(kind: str, seconds: float, streams: int) -> dict:
     async def main() -> dict:
         with tempfile.TemporaryDirectory(prefix="forge-bench-app-") as tmp:
             config = ProxyConfig(admin_token=ADMIN, model="smollm2", data_dir=tmp)
-            app = await asyncio.to_thread(build_app, config)
+            app = await asyncio.to_thread(server.build_app, config)
+            server.settle_heap()  # as `forge proxy` does once built: the start-up heap frozen, its GC thresholds
             template = app.service.template
             app.service.engine = ChunkedEngine(template.encode(ANSWER) + [min(template.stop_ids)])
             counts = [0]
