@@ -247,13 +247,20 @@ class ProxyApp:
 
     async def _stream(self, dialect: Dialect, request: ChatRequest, reply: Reply, first: list[Event],
                       batches: AsyncIterator[list[Event]], send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         pending: list[bytes] = []
+        started = False
+
+        async def start() -> None:  # the head goes out with the first events, back to back: the harness
+            nonlocal started        # wakes for both at once (the server writes each message as it comes)
+            if not started:
+                started = True
+                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
 
         async def flush() -> None:  # one write per batch of events, sent before waiting for more
             if pending:
                 body = b"".join(pending)
                 pending.clear()
+                await start()
                 await send({"type": "http.response.body", "body": body, "more_body": True})
 
         try:
@@ -265,6 +272,7 @@ class ProxyApp:
         except Exception:  # noqa: BLE001  (a bug: logged; the stream still ends as the dialect ends one)
             log.exception("streaming %s failed", reply.id)
             pending.append(dialect.stream_error(500, "the proxy failed on this call (see its log)", "server_error"))
+        await start()
         await send({"type": "http.response.body", "body": b"".join(pending)})
 
     async def _count_tokens(self, headers, receive: Receive, send: Send) -> None:
