@@ -506,12 +506,12 @@ async def scale_point(stack: ScaleStack, path: str, kind: str, streams: int, sec
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
         await asyncio.gather(*(loop(session, time.perf_counter() + 1.0, []) for _ in range(streams)))
         out: list[float] = []
-        cpu, started = stack.cpu(path), time.perf_counter()
+        cpu, own, started = stack.cpu(path), time.process_time(), time.perf_counter()
         await asyncio.gather(*(loop(session, started + seconds, out) for _ in range(streams)))
-        wall, cpu = time.perf_counter() - started, stack.cpu(path) - cpu
+        wall, cpu, own = time.perf_counter() - started, stack.cpu(path) - cpu, time.process_time() - own
     out.sort()
     return {"n": len(out), "rps": len(out) / wall, "p50": pct(out, 50), "p99": pct(out, 99),
-            "cpu_ms": cpu / max(1, len(out)) * 1000}
+            "cpu_ms": cpu / max(1, len(out)) * 1000, "clients_ms": own / max(1, len(out)) * 1000}
 
 
 async def scale_paired(stack: ScaleStack, rounds: int, paths: list[str] | None = None) -> dict[str, list[float]]:
@@ -642,16 +642,29 @@ def scale_main(args) -> None:
              f"finished after their calls. forge-w2: `forge proxy --workers 2` (rollouts created on the admin "
              f"port, calls sent to the shard's base_url). CPU: all the path's processes, per call. {args.seconds:.0f} s "
              f"per point after 1 s warm-up.", "",
-             "| traffic | streams | path | req/s | p50 ms | p99 ms | p99/p50 | throughput vs direct | proxy CPU ms/call |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+             "| traffic | streams | path | req/s | p50 ms | p99 ms | p99/p50 | throughput vs direct | proxy CPU ms/call "
+             "| clients + upstream CPU ms/call |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for kind in ("extend", "fork"):
         for level in SCALE_LEVELS:
             direct = results[(kind, level, "direct")]
             for path in ("direct", "forge-w1", "forge-w2"):
                 r = results[(kind, level, path)]
                 cpu = "" if path == "direct" else f"{r['cpu_ms']:.2f}"
+                around = f"{r['clients_ms'] + r['cpu_ms']:.2f}" if path == "direct" else ""
                 lines.append(f"| {kind} | {level} | {path} | {r['rps']:.1f} | {r['p50']*1000:.1f} | "
-                             f"{r['p99']*1000:.1f} | {r['p99'] / r['p50']:.2f} | {r['rps'] / direct['rps']:.2f} | {cpu} |")
+                             f"{r['p99']*1000:.1f} | {r['p99'] / r['p50']:.2f} | {r['rps'] / direct['rps']:.2f} "
+                             f"| {cpu} | {around} |")
+    top, cores = SCALE_LEVELS[-1], os.cpu_count() or 1
+    lines += ["", f"What 0.9 of direct's throughput at {top} streams leaves a proxy on these {cores} cores: the "
+              "clients and the upstream need their CPU per call (as measured on the direct path) for every call; "
+              "the proxy gets the rest:", "",
+              "| traffic | 0.9 of direct | clients + upstream | CPU left per call for the proxy |", "|---|---:|---:|---:|"]
+    for kind in ("extend", "fork"):
+        direct = results[(kind, top, "direct")]
+        rate, around = 0.9 * direct["rps"], (direct["clients_ms"] + direct["cpu_ms"]) / 1000
+        left = (cores - rate * around) / rate * 1000
+        lines.append(f"| {kind} | {rate:.0f} calls/s | {rate * around:.2f} cores | {left:.2f} ms |")
     lines += ["", f"Added latency at one stream, paired ({args.rounds} rounds of extending calls, recording on; "
               "forge-w1-shm: its logs on tmpfs, i.e. without the disk's fdatasync):", "",
               "| path | added p50 ms | added p90 ms | added p99 ms |", "|---|---:|---:|---:|"]
