@@ -32,7 +32,13 @@ of the exact ids it reuses (JSON re-serialised with spaces)."""
 
 
 def text_sha(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha1(utf8(text)).hexdigest()
+
+
+def utf8(text: str) -> bytes:
+    """``text`` as the hashes take it (a lone surrogate too: the bytes of a concatenation are the
+    concatenation of the bytes, so a hash can go on where another stopped)."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def reply_key(content: str, calls: list[tuple[str, Any]]) -> str:
@@ -86,6 +92,11 @@ class Head:
     ended_on_stop: bool
     reply: str
     busy: bool = False
+    text: str | None = None
+    """The prompt text ``text_len`` and ``text_sha`` describe, kept on the rollout's newest head only (one
+    text per live rollout; recovered heads have none): a call extending it compares its text's start with
+    this instead of hashing it, and hashes only what it adds (``hasher``: the SHA-1 after this text)."""
+    hasher: Any = None
 
 
 @dataclass
@@ -100,6 +111,8 @@ class Plan:
     text_len: int
     text_sha: str
     n_messages: int
+    text: str | None = None  # the prompt text and its hash's state, for the head this call leaves
+    hasher: Any = None
 
     def head_info(self) -> dict[str, Any]:
         return {"len": self.text_len, "sha": self.text_sha, "n": self.n_messages}
@@ -112,10 +125,13 @@ class Lineage:
         self.template = template
         self.parser = parser
         self.heads: dict[int, Head] = {}
+        self._texted: Head | None = None  # the one head that keeps its text
 
     def snapshot(self) -> list[Head]:
         """The heads a draft may extend (taken on the event loop; ``Head`` objects are replaced, not
-        changed, when a call moves them on, except for ``busy``, which only ``reserve`` reads)."""
+        changed, when a call moves them on, except for ``busy``, which only ``reserve`` reads, and ``text``
+        and ``hasher``, dropped from a head that is no longer the newest: a draft reads each once, and one
+        that finds them gone hashes instead)."""
         return sorted(self.heads.values(), key=lambda h: -h.text_len)
 
     def draft(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], heads: list[Head],
@@ -126,17 +142,27 @@ class Lineage:
         text = self.template.render(messages, tools, True)
         if limit and len(text) > limit * self.template.max_token_chars() * SLACK:
             raise ContextTooLong(int(len(text) / (self.template.max_token_chars() * SLACK)), limit, at_least=True)
-        info = (len(text), text_sha(text), len(messages))
         for head in heads:
-            plan = self._extend(head, messages, text, info, trajectory, limit)
+            plan = self._extend(head, messages, text, trajectory, limit)
             if plan is not None:
                 return plan
+        hasher = hashlib.sha1(utf8(text))
+        info = (len(text), hasher.hexdigest(), len(messages), text, hasher)
         ids = self.template.encode_prompt(text, limit)
         check_fits(len(ids), limit, stopped_early=True)
         if not trajectory.segments:
             return Plan("clean", ids, None, ids, None, *info)
         base = shared_base(ids, heads, trajectory)
         return Plan("fork", ids, base, ids[base[1]:] if base else ids, None, *info)
+
+    @staticmethod
+    def _same_start(head: Head, text: str) -> tuple[bool, Any]:
+        """Whether ``text`` starts with the text ``head`` was recorded with, and the hash's state after it
+        (None: not kept). By the kept text when the head has it, else by its SHA-1."""
+        kept, hasher = head.text, head.hasher  # each read once: a newer head may drop them meanwhile
+        if kept is not None and hasher is not None:
+            return text.startswith(kept), hasher
+        return len(text) > head.text_len and text_sha(text[:head.text_len]) == head.text_sha, None
 
     def reserve(self, plan: Plan) -> Plan:
         """Claim the head ``plan`` extends; if a concurrent call holds it (or moved it on meanwhile),
@@ -149,10 +175,13 @@ class Lineage:
         head.busy = True
         return plan
 
-    def _extend(self, head: Head, messages, text: str, info, trajectory, limit: int) -> Plan | None:
+    def _extend(self, head: Head, messages, text: str, trajectory, limit: int) -> Plan | None:
         n, start = head.n_messages, head.text_len
         if (start >= len(text) or n >= len(messages) or messages[n]["role"] != "assistant"
-                or message_reply_key(messages[n]) != head.reply or text_sha(text[:start]) != head.text_sha):
+                or message_reply_key(messages[n]) != head.reply):
+            return None
+        same, hasher = self._same_start(head, text)
+        if not same:
             return None
         # The model's turn was rendered right after the old prompt and ends at the first end-of-turn
         # marker (sampled text never contains it: special tokens are not decoded into content).
@@ -166,21 +195,33 @@ class Lineage:
         suffix = self.template.encode_prompt(text[end + len(eot):] if head.ended_on_stop else text[end:], room)
         check_fits(head.n_ids + len(suffix), limit, stopped_early=True)
         prompt = trajectory.segments[head.segment].ids(head.n_ids) + suffix
-        return Plan(kind, prompt, (head.segment, head.n_ids), suffix, head, *info)
+        if hasher is not None:  # the kept state, on with what this call adds
+            hasher = hasher.copy()
+            hasher.update(utf8(text[start:]))
+        else:
+            hasher = hashlib.sha1(utf8(text))
+        return Plan(kind, prompt, (head.segment, head.n_ids), suffix, head, len(text), hasher.hexdigest(),
+                    len(messages), text, hasher)
 
     def release(self, plan: Plan) -> None:
         if plan.extends is not None:
             plan.extends.busy = False
 
-    def record(self, record: CallRecord, trajectory: Trajectory) -> None:
-        """Move the head of ``record``'s segment past it (after the trajectory applied it)."""
+    def record(self, record: CallRecord, trajectory: Trajectory, plan: Plan | None = None) -> None:
+        """Move the head of ``record``'s segment past it (after the trajectory applied it). ``plan``: the
+        call's, when it is this proxy's own (not recovered): the new head keeps its text, the only one."""
         if record.status != "ok" or record.segment < 0 or not record.head:
             return
         answer = record.forced + record.response
         content, calls = self.parser.parse(self.template.decode(answer))
         reply = reply_key(content, [(c.name, c.arguments_object()) for c in calls])
-        self.heads[record.segment] = Head(
+        kept = plan is not None and plan.text is not None and plan.text_sha == record.head["sha"]
+        head = self.heads[record.segment] = Head(
             segment=record.segment, n_ids=len(trajectory.segments[record.segment]),
             text_len=record.head["len"], text_sha=record.head["sha"], n_messages=record.head["n"],
             answer_ids=answer, ended_on_stop=bool(record.response) and record.response[-1] in self.template.stop_ids,
-            reply=reply)
+            reply=reply, text=plan.text if kept and plan else None, hasher=plan.hasher if kept and plan else None)
+        if kept:
+            if self._texted is not None:
+                self._texted.text = self._texted.hasher = None
+            self._texted = head

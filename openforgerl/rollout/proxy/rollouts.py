@@ -18,7 +18,7 @@ from typing import Any
 from openforgerl.errors import ProxyError
 from openforgerl.log import get_logger
 from openforgerl.rollout.proxy.conversation import BadRequest, shown
-from openforgerl.rollout.proxy.lineage import Lineage
+from openforgerl.rollout.proxy.lineage import Lineage, Plan
 from openforgerl.rollout.proxy.store import RolloutLog, Store, finished_summary, parse_events
 from openforgerl.rollout.proxy.template import ChatTemplate
 from openforgerl.rollout.proxy.tool_parser import ToolParser
@@ -91,12 +91,13 @@ class Rollout:
         self.in_flight.add(index)
         return index
 
-    def apply(self, record: CallRecord) -> None:
-        """Add a record that is already durable to the in-memory trajectory and lineage."""
+    def apply(self, record: CallRecord, plan: Plan | None = None) -> None:
+        """Add a record that is already durable to the in-memory trajectory and lineage (``plan``: the call's,
+        when this proxy made it)."""
         self.in_flight.discard(record.index)
         self.generated += len(record.response) if record.status == "ok" else 0
         self.trajectory.add(record)
-        self.lineage.record(record, self.trajectory)
+        self.lineage.record(record, self.trajectory, plan)
 
 
 class Registry:

@@ -384,7 +384,7 @@ class ProxyService:
                 except StorageError as exc:
                     rollout.apply(unrecorded(record, exc))
                     raise
-                rollout.apply(record)
+                rollout.apply(record, plan)
         finally:
             rollout.in_flight.discard(record.index)
             if plan is not None:

@@ -131,6 +131,35 @@ def test_required_tool_choice_forces_a_call_and_masks_the_forced_tokens():
     assert set(segment["response_mask"][len(forced):]) == {1}
 
 
+def test_an_edit_inside_an_earlier_message_forks_and_every_record_hashes_its_own_prompt():
+    """The newest head keeps its prompt text, so the next call checks its history by comparing text and hashes
+    only what it adds: an edit inside an earlier message (same messages, same roles, same replies) is caught,
+    and the hash each record carries (what a restarted proxy checks by) is the one of its whole prompt."""
+    from openforgerl.rollout.proxy.lineage import text_sha
+
+    proxy = InProcessProxy([write_call("a"), write_call("b"), ScriptTurn(text="done")])
+    sent = []
+
+    def edit(i, messages):
+        sent.append(messages)
+        if i == 0:  # the harness rewrites the task in place; nothing else changes
+            return [messages[0], {"role": "user", "content": USER["content"] + " (and b.txt)"}, *messages[2:]]
+        return messages
+
+    trajectory = run(conversation(proxy, 2, edit=edit))
+    assert [c["kind"] for c in trajectory["calls"]] == ["clean", "fork", "clean"]
+    rollout = proxy.registry.by_id[trajectory["id"]]
+    dialect = proxy.app.dialects["chat"]
+    prompts = [[SYSTEM, USER], [sent[0][0], {"role": "user", "content": USER["content"] + " (and b.txt)"},
+                                *sent[0][2:]], sent[1]]
+    for record, messages in zip(rollout.trajectory.calls, prompts, strict=True):
+        request = dialect.parse({"messages": messages, "tools": TOOLS})
+        text = proxy.template.render(request.messages, request.tools, True)
+        assert record.head == {"len": len(text), "sha": text_sha(text), "n": len(messages)}
+    assert sum(head.text is not None for head in rollout.lineage.heads.values()) == 1  # one text per rollout
+    assert rollout.lineage.heads[1].text is not None  # the newest
+
+
 def test_a_restarted_proxy_recovers_rollouts_and_continues_them():
     proxy = InProcessProxy([write_call("a"), ScriptTurn(text="done")])
 
