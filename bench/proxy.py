@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -937,17 +939,30 @@ JOURNAL_BEGIN, JOURNAL_END = "<!-- journal:begin -->", "<!-- journal:end -->"
 AB_LATENCY_MS, AB_TOKEN_MS = 20.0, 0.5  # upstream of the A/B sections: the proxy's own cost dominates
 
 
+@contextlib.contextmanager
+def worktree(rev: str) -> Iterator[tuple[Path, str]]:
+    """A git worktree of commit ``rev`` (an earlier proxy to run against this one) and its short id; removed after."""
+    root = Path(__file__).resolve().parent.parent
+    short = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", rev], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="forge-bench-rev-") as tmp:
+        path = Path(tmp) / short
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(path), rev], check=True,
+                       capture_output=True)
+        try:
+            yield path, short
+        finally:
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(path)], check=False,
+                           capture_output=True)
+
+
 def against_baseline(args, levels: tuple[int, ...], this: str, base: str,
                      shm: str | None = None) -> tuple[list[str], dict, dict, str]:
     """This checkout's proxy as path ``this`` against the proxy of ``--baseline`` (a git worktree of that
     commit) as ``base``, both `--workers 1` with their logs on the same disk (and this checkout's on tmpfs as
     ``shm``): points interleaved over ``--rounds-journal`` rounds, then added latency at one stream, paired.
     Returns the paths, the points, the pairs and the baseline's short commit id."""
-    root = Path(__file__).resolve().parent.parent
-    with tempfile.TemporaryDirectory(prefix="forge-bench-ab-") as tmp:
-        baseline = Path(tmp) / "baseline-src"
-        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(baseline), args.baseline],
-                       check=True, capture_output=True)
+    with worktree(args.baseline) as (baseline, rev), tempfile.TemporaryDirectory(prefix="forge-bench-ab-") as tmp:
         stack = None
         try:
             stack = ScaleStack(Path(tmp), AB_LATENCY_MS, AB_TOKEN_MS, proxies=[(this, 1, None, [])])
@@ -960,10 +975,6 @@ def against_baseline(args, levels: tuple[int, ...], this: str, base: str,
         finally:
             if stack is not None:
                 stack.stop()
-            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(baseline)], check=False,
-                           capture_output=True)
-    rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", args.baseline], capture_output=True,
-                         text=True).stdout.strip()
     return paths, got, pairs, rev
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -44,9 +45,9 @@ def child(kind: str, seconds: float, streams: int) -> dict:
     """One measurement, in this process, of the openforgerl on ``sys.path``."""
     import uvloop
 
+    from openforgerl.rollout.proxy import server
     from openforgerl.rollout.proxy.config import ProxyConfig
     from openforgerl.rollout.proxy.engine import STREAM_INTERVAL, Engine, Generation, TokenChunk
-    from openforgerl.rollout.proxy import server
 
     # this checkout's request driver, whichever commit's app it drives (the file imports nothing of openforgerl)
     spec = importlib.util.spec_from_file_location("forge_asgi_call", ROOT / "openforgerl" / "testing" / "asgi.py")
@@ -133,15 +134,6 @@ def result(proc: subprocess.Popen, checkout: Path, seconds: float) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def worktree(rev: str) -> tuple[Path, str]:
-    """A worktree of ``rev`` (removed by the caller) and its short hash."""
-    short = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.strip()
-    path = Path(tempfile.mkdtemp(prefix="forge-bench-base-")) / short
-    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(path), rev], cwd=ROOT, check=True)
-    return path, short
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--child", choices=("extend", "fork"), help=argparse.SUPPRESS)
@@ -156,15 +148,18 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.seconds, args.streams)))
         return
-    paths, trees = {"this": ROOT}, []
-    if args.this:
-        trees.append(worktree(args.this))
-        paths = {f"this ({trees[-1][1]})": trees[-1][0]}
-    if args.against:
-        trees.append(worktree(args.against))
-        paths[trees[-1][1]] = trees[-1][0]
-    got: dict[tuple[str, str], list[dict]] = {}
-    try:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import proxy as bench  # its worktrees of earlier commits
+
+    with contextlib.ExitStack() as trees:
+        paths = {"this": ROOT}
+        if args.this:
+            tree, short = trees.enter_context(bench.worktree(args.this))
+            paths = {f"this ({short})": tree}
+        if args.against:
+            tree, short = trees.enter_context(bench.worktree(args.against))
+            paths[short] = tree
+        got: dict[tuple[str, str], list[dict]] = {}
         for round_ in range(args.rounds):
             for kind in ("extend", "fork"):
                 # the apps run at the same time, one per core: what slows this machine down (other tenants of
@@ -173,9 +168,6 @@ def main() -> None:
                 for name, proc in procs.items():
                     got.setdefault((kind, name), []).append(result(proc, paths[name], args.seconds))
             print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
-    finally:
-        for tree, _ in trees:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
     ref_name = list(paths)[-1]
     lines = [f"| traffic | app | calls/s | CPU ms/call | CPU per round | vs {ref_name}, median of rounds |",
              "|---|---|---:|---:|---|---:|"]

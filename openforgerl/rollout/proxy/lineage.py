@@ -162,7 +162,7 @@ class Lineage:
         kept, hasher = head.text, head.hasher  # each read once: a newer head may drop them meanwhile
         if kept is not None and hasher is not None:
             return text.startswith(kept), hasher
-        return len(text) > head.text_len and text_sha(text[:head.text_len]) == head.text_sha, None
+        return text_sha(text[:head.text_len]) == head.text_sha, None
 
     def reserve(self, plan: Plan) -> Plan:
         """Claim the head ``plan`` extends; if a concurrent call holds it (or moved it on meanwhile),
@@ -215,12 +215,12 @@ class Lineage:
         answer = record.forced + record.response
         content, calls = self.parser.parse(self.template.decode(answer))
         reply = reply_key(content, [(c.name, c.arguments_object()) for c in calls])
-        kept = plan is not None and plan.text is not None and plan.text_sha == record.head["sha"]
+        kept = plan if plan is not None and plan.text is not None and plan.text_sha == record.head["sha"] else None
         head = self.heads[record.segment] = Head(
             segment=record.segment, n_ids=len(trajectory.segments[record.segment]),
             text_len=record.head["len"], text_sha=record.head["sha"], n_messages=record.head["n"],
             answer_ids=answer, ended_on_stop=bool(record.response) and record.response[-1] in self.template.stop_ids,
-            reply=reply, text=plan.text if kept and plan else None, hasher=plan.hasher if kept and plan else None)
+            reply=reply, text=kept.text if kept else None, hasher=kept.hasher if kept else None)
         if kept:
             if self._texted is not None:
                 self._texted.text = self._texted.hasher = None
