@@ -25,6 +25,12 @@ def slow_proxy() -> InProcessProxy:
     return InProcessProxy(engine=engine)
 
 
+async def in_flight(proxy: InProcessProxy, rollout_id: str) -> None:
+    """Until the call is planned and waits on the engine (its first token comes 0.2 s after)."""
+    while not proxy.registry.get(rollout_id).in_flight:
+        await asyncio.sleep(0.005)
+
+
 async def new_rollout(proxy: InProcessProxy) -> tuple[str, str]:
     async with proxy.client() as client:
         return await proxy.new_rollout(client)
@@ -42,7 +48,7 @@ def test_a_hang_up_cancels_the_call_records_it_and_ends_the_request_quietly(when
             while len(client.content) < 400:  # some of the answer is out
                 await asyncio.sleep(0.01)
         else:
-            await asyncio.sleep(0.05)  # planned, waiting for the engine's first token
+            await in_flight(proxy, rollout_id)
         client.hang_up()
         await asyncio.wait_for(request, 5)  # ends, and not as a cancelled request
         assert not request.cancelled() and request.exception() is None
@@ -65,7 +71,7 @@ def test_the_request_task_carries_no_cancellation_after_a_hang_up():
     proxy = slow_proxy()
 
     async def scenario():
-        _, token = await new_rollout(proxy)
+        rollout_id, token = await new_rollout(proxy)
         client = AsgiCall("POST", "/v1/chat/completions", token, HI)
 
         async def server_side():
@@ -75,7 +81,7 @@ def test_the_request_task_carries_no_cancellation_after_a_hang_up():
             return "cleaned up"
 
         request = asyncio.ensure_future(server_side())
-        await asyncio.sleep(0.05)
+        await in_flight(proxy, rollout_id)
         client.hang_up()
         return await asyncio.wait_for(request, 5)
 
@@ -89,7 +95,7 @@ def test_a_server_that_stops_cancels_the_request_and_is_not_taken_for_a_hang_up(
         rollout_id, token = await new_rollout(proxy)
         client = AsgiCall("POST", "/v1/chat/completions", token, HI)
         request = asyncio.ensure_future(proxy.app(client.scope, client.receive, client.send))
-        await asyncio.sleep(0.05)
+        await in_flight(proxy, rollout_id)
         request.cancel()  # the server stopping: the client is still there
         with pytest.raises(asyncio.CancelledError):
             await request
