@@ -90,7 +90,9 @@ class Head:
     n_messages: int
     answer_ids: list[int]  # forced + sampled ids of the last call
     ended_on_stop: bool
-    reply: str
+    reply: str | None = None
+    """What the next call's assistant message must match (``reply_key``), worked out from ``answer_ids`` at
+    first use (``Lineage.reply``): the proxy does it after the answer went out, not before."""
     busy: bool = False
     text: str | None = None
     """The prompt text ``text_len`` and ``text_sha`` describe, kept on the rollout's newest head only (one
@@ -178,7 +180,7 @@ class Lineage:
     def _extend(self, head: Head, messages, text: str, trajectory, limit: int) -> Plan | None:
         n, start = head.n_messages, head.text_len
         if (start >= len(text) or n >= len(messages) or messages[n]["role"] != "assistant"
-                or message_reply_key(messages[n]) != head.reply):
+                or message_reply_key(messages[n]) != self.reply(head)):
             return None
         same, hasher = self._same_start(head, text)
         if not same:
@@ -203,6 +205,22 @@ class Lineage:
         return Plan(kind, prompt, (head.segment, head.n_ids), suffix, head, len(text), hasher.hexdigest(),
                     len(messages), text, hasher)
 
+    def reply(self, head: Head) -> str:
+        """``head.reply``, worked out the first time it is asked for (by the loop once the answer is out, or by
+        the next call's draft in a worker thread: either, or both, write the same string)."""
+        reply = head.reply
+        if reply is None:
+            content, calls = self.parser.parse(self.template.decode(head.answer_ids))
+            reply = head.reply = reply_key(content, [(c.name, c.arguments_object()) for c in calls])
+        return reply
+
+    def warm(self, segment: int) -> None:
+        """Work out the reply of ``segment``'s head now (called once the answer is out, while the harness reads
+        it), so the next call's draft finds it."""
+        head = self.heads.get(segment)
+        if head is not None:
+            self.reply(head)
+
     def release(self, plan: Plan) -> None:
         if plan.extends is not None:
             plan.extends.busy = False
@@ -213,14 +231,12 @@ class Lineage:
         if record.status != "ok" or record.segment < 0 or not record.head:
             return
         answer = record.forced + record.response
-        content, calls = self.parser.parse(self.template.decode(answer))
-        reply = reply_key(content, [(c.name, c.arguments_object()) for c in calls])
         kept = plan if plan is not None and plan.text is not None and plan.text_sha == record.head["sha"] else None
         head = self.heads[record.segment] = Head(
             segment=record.segment, n_ids=len(trajectory.segments[record.segment]),
             text_len=record.head["len"], text_sha=record.head["sha"], n_messages=record.head["n"],
             answer_ids=answer, ended_on_stop=bool(record.response) and record.response[-1] in self.template.stop_ids,
-            reply=reply, text=kept.text if kept else None, hasher=kept.hasher if kept else None)
+            text=kept.text if kept else None, hasher=kept.hasher if kept else None)
         if kept:
             if self._texted is not None:
                 self._texted.text = self._texted.hasher = None
