@@ -35,10 +35,15 @@ def tool_results(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
             for i, m in enumerate(results[:ITEMS_LIMIT])]
 
 
-def call_digest(request: ChatRequest, calls: list[ToolCall], text: str) -> dict[str, Any]:
-    return {
-        "offered": [t.get("function", {}).get("name", "") for t in request.tools[:64]],
-        "results": tool_results(request.messages),
-        "calls": [{"name": c.name, "args": cut(c.arguments)} for c in calls[:ITEMS_LIMIT]],
-        "text": cut(text),
-    }
+def request_digest(request: ChatRequest) -> dict[str, Any]:
+    """The part of a call's digest its request says (the proxy works it out while the engine answers)."""
+    return {"offered": [t.get("function", {}).get("name", "") for t in request.tools[:64]],
+            "results": tool_results(request.messages)}
+
+
+def call_digest(request: ChatRequest, calls: list[ToolCall], text: str,
+                asked: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``asked``: ``request_digest(request)``, when worked out already."""
+    return {**(asked or request_digest(request)),
+            "calls": [{"name": c.name, "args": cut(c.arguments)} for c in calls[:ITEMS_LIMIT]],
+            "text": cut(text)}

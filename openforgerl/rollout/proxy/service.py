@@ -36,7 +36,7 @@ from openforgerl.rollout.proxy.conversation import (
     ToolCall,
     ToolCallDone,
 )
-from openforgerl.rollout.proxy.digest import call_digest
+from openforgerl.rollout.proxy.digest import call_digest, request_digest
 from openforgerl.rollout.proxy.engine import Engine
 from openforgerl.rollout.proxy.lineage import Head, Plan, check_fits
 from openforgerl.rollout.proxy.rollouts import Registry, Rollout
@@ -104,6 +104,11 @@ class CallState:
     request: ChatRequest | None = None
     calls: list[ToolCall] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
+    asked: dict[str, Any] | None = None  # request_digest(request), worked out while the engine answers
+
+    def describe_request(self) -> None:
+        if self.request is not None and self.asked is None:
+            self.asked = request_digest(self.request)
 
     def record(self, status, error: str = "", keep_prompt: bool = True) -> CallRecord:
         plan = self.plan
@@ -113,7 +118,7 @@ class CallState:
             prompt_suffix=plan.prompt_suffix if keep_prompt else [], forced=self.forced, response=self.response,
             logprobs=self.logprobs, finish=self.finish, dialect=self.dialect,
             telemetry=self.telemetry(), head=plan.head_info(), error=error,
-            digest=call_digest(self.request, self.calls, "".join(self.text)) if self.request else None)
+            digest=call_digest(self.request, self.calls, "".join(self.text), self.asked) if self.request else None)
 
     def telemetry(self) -> dict[str, float]:
         m, now = self.marks, time.perf_counter()
@@ -261,12 +266,16 @@ class ProxyService:
                     yield batch
             finish = self._finish_reason(state, request)
             handed_over = True
-            await self.commit(rollout, state.record("ok"), plan)
+            record = state.record("ok")
+            await self.commit(rollout, record, plan)
             spent = self.budget.spent(rollout) if finish == "length" else None
             if spent is not None:  # the budget, not the harness's own cap, ended this answer
                 await self.truncate(rollout, spent)
             last.append(Finish(finish, len(plan.prompt_ids), len(state.forced) + len(state.response)))
             yield last
+            # The consumer asks for more once the answer's end is on its way out (both the stream and the JSON
+            # body go out in this task step): the head's reply is worked out after that, not before it.
+            asyncio.get_running_loop().call_soon(rollout.lineage.warm, record.segment)
         except ProviderError as exc:
             handed_over = True
             await self.commit(rollout, state.record("engine_error", str(exc)), plan)
@@ -312,6 +321,8 @@ class ProxyService:
             state.marks["engine_start"] = time.perf_counter()
             sampling = self._capped(request.sampling, self.budget.left(state.rollout))
             chunks = self.engine.stream(state.plan.prompt_ids + state.forced, sampling)
+            # runs once the request is out and the stream waits for the engine's first piece
+            asyncio.get_running_loop().call_soon(state.describe_request)
             async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
                     state.marks.setdefault("first", time.perf_counter())
