@@ -2,7 +2,8 @@
 
 Key invariant: a response's body pieces reach the caller as they arrive (``async for piece in response``),
 each from the parser's callback with no stream object, client library or task in between; a response not
-read to its end, or a connection in any doubt, is closed, never pooled.
+read to its end, or a connection in any doubt, is closed, never pooled. (A caller that has all it needs,
+e.g. the engine's last token, may ``drain`` instead: the rest is read off its path, then pooled.)
 
 Why not aiohttp (what the proxy used before): relaying the same streamed calls through it costs 1.2-1.6x the
 CPU of this per call (``bench/results/proxy.md``, "The floor under other servers": the relay on uvicorn with
@@ -41,7 +42,7 @@ class Response:
         self.head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.pieces: collections.deque[bytes] = collections.deque()
         self.waiter: asyncio.Future[None] | None = None
-        self.complete, self.released, self.keep_alive = False, False, False
+        self.complete, self.released, self.keep_alive, self.draining = False, False, False, False
         self.error: BaseException | None = None
 
     # -- the connection's side --
@@ -58,6 +59,8 @@ class Response:
             self.head.set_exception(exc)
             self.head.exception()  # retrieved: a failed call may never await its head
         self._wake()
+        if self.released and self.draining:  # its rest never came whole: the connection is not reused
+            self._give_back()
 
     # -- the caller's side --
 
@@ -90,13 +93,24 @@ class Response:
         self.connection.response = None
         self.connection.close()
 
+    def drain(self) -> None:
+        """The caller has all it needs (the engine's last token; what follows is ``[DONE]`` and the body's end):
+        once released, the rest is read without it, then the connection goes back to the pool, or is closed
+        when the rest does not come whole in time (the request's ``timeout_s`` still holds)."""
+        self.draining = True
+
     def release(self) -> None:
         if self.released:
             return
         self.released = True
+        if not (self.draining and not self.complete and self.error is None):
+            self._give_back()  # else on_message_complete or _fail does, once the rest came or did not
+
+    def _give_back(self) -> None:
         if self.deadline is not None:
             self.deadline.cancel()
-        self.connection.done(self, reusable=self.complete and self.keep_alive and not self.pieces)
+        self.connection.done(self, reusable=self.complete and self.keep_alive
+                             and (self.draining or not self.pieces))
 
     async def __aenter__(self) -> Response:
         return self
@@ -155,6 +169,8 @@ class _Connection(asyncio.Protocol):
             response.keep_alive = self.parser.should_keep_alive()
             response.complete = True
             response._wake()
+            if response.released and response.draining:
+                response._give_back()
 
     # the pool's side
     def send(self, request: bytes, timeout_s: float | None) -> Response:

@@ -92,6 +92,46 @@ def test_an_answer_left_unread_closes_its_connection_so_the_engine_stops_generat
     assert rest == b"token" * 20 and peer.connections == 2  # the next request did not get that connection
 
 
+def test_a_drained_answer_ends_for_its_caller_at_once_and_its_connection_serves_the_next_request():
+    async def scenario():  # the engine's last token, then (0.3 s later here) [DONE] and the body's end
+        peer = Peer(lambda path, body: chunked(b"data: last token\n\n", b"data: [DONE]\n\n"), gap_s=0.3)
+        pool = Pool(await peer.start(), max_connections=1)
+        async with await pool.request("POST", "/v1/completions", b"{}") as resp:
+            last = await anext(resp)
+            resp.drain()  # the caller has what it needs
+        pooled_at_once = len(pool._idle)
+        await asyncio.sleep(1.0)  # the rest arrives, read without the caller
+        pooled_after = len(pool._idle)
+        async with await asyncio.wait_for(pool.request("GET", "/v1/models"), 2) as resp:  # the one slot is free
+            await resp.read()
+        await pool.aclose()
+        peer.server.close()
+        return last, pooled_at_once, pooled_after, peer
+
+    last, pooled_at_once, pooled_after, peer = asyncio.run(scenario())
+    assert last == b"data: last token\n\n" and pooled_at_once == 0 and pooled_after == 1
+    assert peer.connections == 1 and peer.closed_by_client == []  # read to its end: kept, not cut
+
+
+def test_a_drained_answer_whose_rest_never_comes_is_closed_at_the_deadline_and_gives_its_slot_back():
+    async def scenario():
+        peer = Peer(lambda path, body: chunked(b"data: last token\n\n", *[b"slow"] * 50), gap_s=0.1)
+        pool = Pool(await peer.start(), timeout_s=0.5, max_connections=1)
+        async with await pool.request("POST", "/v1/completions", b"{}") as resp:
+            await anext(resp)
+            resp.drain()
+        await asyncio.sleep(1.0)
+        peer.script = lambda path, body: whole(b"next")
+        async with await asyncio.wait_for(pool.request("GET", "/v1/models"), 2) as resp:
+            after = await resp.read()
+        await pool.aclose()
+        peer.server.close()
+        return after, peer
+
+    after, peer = asyncio.run(scenario())
+    assert after == b"next" and peer.connections == 2 and peer.closed_by_client == [1]
+
+
 def test_an_idle_connection_past_its_keepalive_is_not_reused():
     async def scenario():
         peer = Peer(lambda path, body: whole(b"ok"))

@@ -151,3 +151,92 @@ def test_an_answer_goes_out_in_one_write_per_engine_chunk_the_last_with_its_end(
         assert orjson.dumps(text)[1:-1] in write
     assert all(END_OF_STREAM[dialect] not in write for write in writes[:-1])
     assert END_OF_STREAM[dialect] in writes[-1] and call.sent[-1].get("more_body", False) is False
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_next_calls_reply_key_is_worked_out_after_the_answer_went_out_and_the_next_call_extends(
+        stream, monkeypatch):
+    """What the next call's assistant message must match (decode + parse of the answer) is not on the answer's
+    path: it is worked out once the answer's last write is out, and the next call extends the segment with it."""
+    from openforgerl.rollout.proxy.lineage import Lineage
+
+    template = CharTemplate()
+    answer = template.encode("The tests pass.") + sorted(template.stop_ids)[:1]
+    proxy = InProcessProxy(engine=Pieces([answer]), template=template)
+    steps: list[str] = []
+    reply = Lineage.reply
+    monkeypatch.setattr(Lineage, "reply", lambda self, head: steps.append("reply") or reply(self, head))
+
+    class Noted(AsgiCall):
+        async def send(self, message):
+            steps.append("last write" if not message.get("more_body", False) else "write")
+            await super().send(message)
+
+    async def scenario():
+        async with proxy.client() as client:
+            rollout_id, token = await proxy.new_rollout(client)
+        history = [{"role": "user", "content": "run the tests"}]
+        first = await Noted("POST", PATHS["chat"], token, {"messages": history, "stream": stream})(proxy.app)
+        await asyncio.sleep(0.05)
+        history += [{"role": "assistant", "content": "The tests pass."}, {"role": "user", "content": "thanks"}]
+        second = await AsgiCall("POST", PATHS["chat"], token, {"messages": history, "stream": stream})(proxy.app)
+        async with proxy.client() as client:
+            return first, second, await proxy.trajectory(client, rollout_id)
+
+    first, second, trajectory = asyncio.run(scenario())
+    assert first.status == second.status == 200
+    assert steps.index("reply") > steps.index("last write")  # the first call's answer was out before
+    assert [c["kind"] for c in trajectory["calls"]] == ["clean", "clean"] and len(trajectory["segments"]) == 1
+
+
+def test_a_stream_ends_at_the_engines_last_token_without_waiting_for_done_and_keeps_its_connection():
+    """The call goes on to its record as soon as the chunk with ``finish_reason`` is in; ``[DONE]`` and the body's
+    end are read off its path (here held back until the stream has ended), and the connection is reused."""
+    held, connections = asyncio.Event(), []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            if head.startswith(b"GET"):  # the model card (its context length)
+                card = orjson.dumps({"data": [{"id": "m", "max_model_len": 4096}]})
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%b" % (len(card), card))
+                continue
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            await reader.readexactly(length)
+            last = orjson.dumps({"choices": [{"index": 0, "text": "ok", "token_ids": [7, 8],
+                                              "logprobs": {"token_logprobs": [-0.5, -0.25]},
+                                              "finish_reason": "stop"}]})
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                         + b"%x\r\n%b\r\n" % (len(last) + 8, b"data: " + last + b"\n\n"))
+            await held.wait()
+            held.clear()
+            writer.write(b"%x\r\ndata: [DONE]\n\n\r\n0\r\n\r\n" % len(b"data: [DONE]\n\n"))
+
+    async def scenario():
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        engine = VLLMEngine(VLLMEngineConfig(base_url=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}",
+                                             model="m"))
+        try:
+            got = []
+            for _ in range(2):
+                got.append(await asyncio.wait_for(_collect(engine), 2))  # [DONE] still held back
+                held.set()
+                await asyncio.sleep(0.1)
+            return got
+        finally:
+            await engine.aclose()
+            server.close()
+
+    got = asyncio.run(scenario())
+    assert got == [([7, 8], [-0.5, -0.25], "stop")] * 2 and len(connections) == 1
+
+
+async def _collect(engine: VLLMEngine) -> tuple[list[int], list[float], str | None]:
+    ids, logprobs, finish = [], [], None
+    async for chunk in engine.stream([1, 2, 3], Sampling(max_tokens=8)):
+        ids += chunk.token_ids
+        logprobs += chunk.logprobs
+        finish = chunk.finish_reason or finish
+    return ids, logprobs, finish

@@ -136,8 +136,13 @@ class VLLMEngine(Engine):
                     lines = (pending + data).split(b"\n")  # several tokens go out as one chunk
                     pending = lines.pop()
                     chunk = self._merge(lines)
-                    if chunk is not None:
+                    if chunk is None:
+                        continue
+                    if chunk.finish_reason is not None:  # the last token: the call goes on without the
+                        resp.drain()                     # answer's end ([DONE]), read off its path
                         yield chunk
+                        return
+                    yield chunk
 
     @classmethod
     def _merge(cls, lines: list[bytes]) -> TokenChunk | None:
