@@ -361,7 +361,14 @@ class ProxyService:
             await self.registry.store.journal.append(rollout.log, event)
 
     async def create_rollout(self, metadata: dict, rollout_id: str | None) -> tuple[Rollout, str]:
-        rollout, token, event = self.registry.create(metadata, rollout_id)
+        rollout_id = self.registry.new_id(rollout_id)
+        log = await self.offload(self.registry.create_log, rollout_id)  # off the loop (a concurrent create of
+        try:                                                             # the same id: its file exists, refused)
+            rollout, token, event = self.registry.create(metadata, rollout_id, log)
+        except BaseException:
+            if log is not None:
+                log.remove_if_empty()
+            raise
         try:
             await self.write(rollout, event)
         except Exception:  # a rollout whose open event is not on disk does not exist

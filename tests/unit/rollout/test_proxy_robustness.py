@@ -277,6 +277,29 @@ def test_rollout_ids_metadata_and_finish_bodies_are_checked(tmp_path):
     assert len(logs) == 2 and "task-1.attempt_0.log" in logs  # nothing written outside rollouts/
 
 
+def test_rollouts_created_at_once_with_one_id_give_one_rollout_and_409s(tmp_path):
+    """A rollout's log file is created in a worker thread (off the event loop): creates of one id that overlap
+    there still make one rollout, whose log has one ``open`` event; the others get 409 and remove nothing."""
+    proxy = InProcessProxy(data_dir=tmp_path / "data")
+
+    async def scenario():
+        async with proxy.client() as client:
+            answers = await asyncio.gather(*(client.post("/rollouts", json={"id": "task-7"}, headers=ADMIN)
+                                             for _ in range(8)))
+            won = [a for a in answers if a.status_code == 200]
+            chat = await client.post(PATHS["chat"], json={"messages": [{"role": "user", "content": "hi"}]},
+                                     headers={"authorization": f"Bearer {won[0].json()['token']}"})
+            return answers, chat
+
+    answers, chat = run(scenario())
+    assert sorted(a.status_code for a in answers) == [200] + [409] * 7
+    assert all("exists already" in a.json()["error"]["message"] for a in answers if a.status_code == 409)
+    assert chat.status_code == 200
+    events = [orjson.loads(line) for line in (tmp_path / "data" / "rollouts" / "task-7.log").read_text().splitlines()]
+    assert [e["t"] for e in events].count("open") == 1 and events[-1]["t"] == "call"
+
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_responses_parallel_tool_calls_must_be_a_bool_and_is_echoed(stream):
     proxy = InProcessProxy()
