@@ -3,7 +3,8 @@
 ``bench/proxy.py`` measures the added latency at one stream (paired against direct); this shows its parts.
 It runs ``forge proxy --workers 1`` in a child process with a few of its steps wrapped to note the wall
 clock (the request reaching the app, each message sent to the harness, the engine's request and chunks,
-the commit, the journal's queue, writer thread, write + fdatasync and the hand-back), while the client
+the commit, the journal's queue, writer thread, write + fdatasync and the hand-back; the draft, the engine's bytes
+arriving, building and applying the record), while the client
 here notes its own send, the answer's head, each read and the end, against the scripted vLLM stand-in
 (20 ms to the first token) on the 21 kB agent body, extending. Times are ms after the client's send,
 medians over the calls (the first rollout is a warm-up).
@@ -84,6 +85,14 @@ around(store.Journal, "append", "journal: queued", "journal: durable, back on th
 around(store.Journal, "_commit", "journal thread: woke with a batch", "journal thread: batch done")
 around(store.Journal, "_write", "journal thread: write + fdatasync", "journal thread: synced")
 around(store, "settle", "loop: settle", "loop: settled")
+
+import openforgerl.rollout.proxy.http_client as http_client
+import openforgerl.rollout.proxy.lineage as lineage
+import openforgerl.rollout.proxy.rollouts as rollouts
+around(lineage.Lineage, "draft", "draft: start", "draft: end")
+around(http_client._Connection, "data_received", "engine: bytes in", "engine: bytes parsed")
+around(service.CallState, "record", "record: build", "record: built")
+around(rollouts.Rollout, "apply", "apply: start", "apply: end")
 
 from openforgerl.cli import main
 sys.argv = ["forge", *sys.argv[1:]]

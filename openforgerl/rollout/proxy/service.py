@@ -362,8 +362,9 @@ class ProxyService:
 
     async def create_rollout(self, metadata: dict, rollout_id: str | None) -> tuple[Rollout, str]:
         rollout_id = self.registry.new_id(rollout_id)
-        log = await self.offload(self.registry.create_log, rollout_id)  # off the loop (a concurrent create of
-        try:                                                             # the same id: its file exists, refused)
+        # The file is made off the loop; of two creates of one id that race there, the second finds it: refused.
+        log = await self.offload(self.registry.create_log, rollout_id)
+        try:
             rollout, token, event = self.registry.create(metadata, rollout_id, log)
         except BaseException:
             if log is not None:
