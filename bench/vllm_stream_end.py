@@ -21,6 +21,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from proxy import pct, write_section  # noqa: E402
+
 BEGIN, END = "<!-- vllm-stream-end:begin -->", "<!-- vllm-stream-end:end -->"
 
 
@@ -76,8 +80,7 @@ def main() -> None:
     got = asyncio.run(measure(base_url, args.calls, args.max_tokens))
     gaps = sorted(g for g, alone in got if alone) or [0.0]  # the calls that waited for a read of their own
     saved = sum(max(g, 0.0) for g, _ in got) / len(got)
-    p = lambda q: gaps[min(len(gaps) - 1, int(q * (len(gaps) - 1) + 0.5))]  # noqa: E731
-    lines = [BEGIN, "## vLLM's answer ends after its last token: the wait the proxy no longer makes", "",
+    lines = ["## vLLM's answer ends after its last token: the wait the proxy no longer makes", "",
              f"`bench/vllm_stream_end.py --calls {args.calls}`: real vLLM (CPU) serving SmolLM2, `/v1/completions` "
              f"streamed, {args.max_tokens} tokens greedy, one call at a time through forge's engine client. Per call: "
              "ms from the chunk with `finish_reason` reaching the engine stream to the read that brings `[DONE]` and "
@@ -85,17 +88,12 @@ def main() -> None:
              "answer's end).", "",
              "| calls | end in a read of its own | its gap p50 ms | p90 ms | max ms | wait saved per call, mean ms |",
              "|---:|---:|---:|---:|---:|---:|",
-             f"| {len(got)} | {sum(alone for _, alone in got)} | {statistics.median(gaps):.3f} | {p(0.9):.3f} | "
-             f"{gaps[-1]:.3f} | {saved:.3f} |", END]
-    print("\n".join(lines))
+             f"| {len(got)} | {sum(alone for _, alone in got)} | {statistics.median(gaps):.3f} | {pct(gaps, 90):.3f} | "
+             f"{gaps[-1]:.3f} | {saved:.3f} |"]
     if args.out:
-        path = Path(args.out)
-        text = path.read_text() if path.exists() else ""
-        if BEGIN in text and END in text:
-            text = text[:text.index(BEGIN)] + "\n".join(lines) + text[text.index(END) + len(END):]
-        else:
-            text = text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n"
-        path.write_text(text)
+        write_section(Path(args.out), BEGIN, END, lines)
+    else:
+        print("\n".join([BEGIN, *lines, END]))
 
 
 if __name__ == "__main__":
