@@ -93,14 +93,14 @@ def test_an_answer_left_unread_closes_its_connection_so_the_engine_stops_generat
 
 
 def test_a_drained_answer_ends_for_its_caller_at_once_and_its_connection_serves_the_next_request():
-    async def scenario():  # the engine's last token, then (0.3 s later here) [DONE] and the body's end
-        peer = Peer(lambda path, body: chunked(b"data: last token\n\n", b"data: [DONE]\n\n"), gap_s=0.3)
+    async def scenario():  # the engine's last token, then (1 s later here: a loaded machine) [DONE] and the end
+        peer = Peer(lambda path, body: chunked(b"data: last token\n\n", b"data: [DONE]\n\n"), gap_s=1.0)
         pool = Pool(await peer.start(), max_connections=1)
         async with await pool.request("POST", "/v1/completions", b"{}") as resp:
             last = await anext(resp)
             resp.drain()  # the caller has what it needs
         pooled_at_once = len(pool._idle)
-        await asyncio.sleep(1.0)  # the rest arrives, read without the caller
+        await asyncio.sleep(2.5)  # the rest arrives, read without the caller
         pooled_after = len(pool._idle)
         async with await asyncio.wait_for(pool.request("GET", "/v1/models"), 2) as resp:  # the one slot is free
             await resp.read()
