@@ -14,7 +14,11 @@ durability's bookkeeping). CPU: the process's (all threads: the journal's writer
 
 A/B: ``--against REV`` runs the same driver on a worktree of commit REV at the same time (one app per core),
 each round, and prints the median of the rounds' ratios.
+``--worker-heap`` runs this checkout's app twice at once, each in a process that first imports veRL's agent-loop
+module (the heap of the worker where the training loop runs a proxy app per rollout): Python's GC as is against
+the heap settled (``settle_heap``), with the calls' times and the collections.
 Run: .venv/bin/python bench/proxy_app.py [--against REV] [--this REV] [--rounds 5] [--out FILE]
+     .venv/bin/python bench/proxy_app.py --worker-heap [--rounds 5] [--out bench/results/proxy.md]
 Only this process is involved: no network at all.
 """
 
@@ -41,8 +45,14 @@ CALLS_PER_ROLLOUT = 8
 ADMIN = "bench-admin-token"
 
 
-def child(kind: str, seconds: float, streams: int) -> dict:
-    """One measurement, in this process, of the openforgerl on ``sys.path``."""
+def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: str = "settled") -> dict:
+    """One measurement, in this process, of the openforgerl on ``sys.path``. ``heap`` "verl": veRL's agent-loop
+    module imported first (torch, veRL, Ray: the heap of the worker the training loop's proxies run in);
+    ``gc_mode`` "settled": the heap settled as `forge proxy` does once built, "default": Python's GC as is."""
+    import gc
+
+    if heap == "verl":
+        import openforgerl.train.verl.agent_loop  # noqa: F401
     import uvloop
 
     from openforgerl.rollout.proxy import server
@@ -79,7 +89,7 @@ def child(kind: str, seconds: float, streams: int) -> dict:
         done = await AsgiCall(method, path, token, body)(app)
         return done.status, done.content
 
-    async def loop_one(app, stop_at: float, answer: str, counts: list[int]) -> None:
+    async def loop_one(app, stop_at: float, answer: str, counts: list[int], took: list[float] | None = None) -> None:
         while time.perf_counter() < stop_at:
             status, created = await call(app, "POST", "/rollouts", ADMIN, b'{"metadata": {}}')
             assert status == 200, created
@@ -88,9 +98,12 @@ def child(kind: str, seconds: float, streams: int) -> dict:
             for turn in range(CALLS_PER_ROLLOUT):
                 body = orjson.dumps({"model": "smollm2", "messages": messages, "tools": AGENT_TOOLS,
                                      "stream": True, "max_tokens": 64})
+                began = time.perf_counter()
                 status, sent = await call(app, "POST", "/v1/chat/completions", created["token"], body)
                 assert status == 200 and sent.endswith(b"data: [DONE]\n\n"), sent[-300:]
                 counts[0] += 1
+                if took is not None:
+                    took.append(time.perf_counter() - began)
                 if kind == "extend":
                     output = f"output of step {turn}: " + "line of log\n" * 30
                     messages = messages + [{"role": "assistant", "content": answer},
@@ -102,29 +115,45 @@ def child(kind: str, seconds: float, streams: int) -> dict:
         with tempfile.TemporaryDirectory(prefix="forge-bench-app-") as tmp:
             config = ProxyConfig(admin_token=ADMIN, model="smollm2", data_dir=tmp)
             app = await asyncio.to_thread(server.build_app, config)
-            server.settle_heap()  # as `forge proxy` does once built: the start-up heap frozen, its GC thresholds
+            if gc_mode == "settled":
+                server.settle_heap()  # as `forge proxy` does once built: the start-up heap frozen, its GC thresholds
             template = app.service.template
             app.service.engine = ChunkedEngine(template.encode(ANSWER) + [min(template.stop_ids)])
             counts = [0]
             warm = time.perf_counter() + 1.0
             await asyncio.gather(*(loop_one(app, warm, ANSWER, counts) for _ in range(streams)))
-            counts[0] = 0
+            counts[0], took, pauses = 0, [], []  # calls' wall times; collections: (generation, seconds)
+
+            def collecting(phase: str, info: dict, began: list[float] = [0.0]) -> None:  # noqa: B006
+                if phase == "start":
+                    began[0] = time.perf_counter()
+                else:
+                    pauses.append((info["generation"], time.perf_counter() - began[0]))
+            gc.callbacks.append(collecting)
             cpu, wall = time.process_time(), time.perf_counter()
-            await asyncio.gather(*(loop_one(app, wall + seconds, ANSWER, counts) for _ in range(streams)))
+            await asyncio.gather(*(loop_one(app, wall + seconds, ANSWER, counts, took) for _ in range(streams)))
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            gc.callbacks.remove(collecting)
             await app.service.aclose()
             app.registry.close()
-            return {"calls": counts[0], "cpu_ms": cpu / counts[0] * 1000, "calls_s": counts[0] / wall}
+            took.sort()
+            full = [s for generation, s in pauses if generation == 2]
+            return {"calls": counts[0], "cpu_ms": cpu / counts[0] * 1000, "calls_s": counts[0] / wall,
+                    "p50_ms": took[len(took) // 2] * 1000, "p99_ms": took[int(len(took) * 0.99)] * 1000,
+                    "max_ms": took[-1] * 1000, "gc_ms_call": sum(s for _, s in pauses) / counts[0] * 1000,
+                    "full_gcs": len(full), "full_gc_ms": max(full, default=0.0) * 1000,
+                    "heap_objects": len(gc.get_objects()) + gc.get_freeze_count()}
 
     return uvloop.run(main())
 
 
-def start(checkout: Path, kind: str, seconds: float, streams: int) -> subprocess.Popen:
+def start(checkout: Path, kind: str, seconds: float, streams: int, heap: str = "app",
+          gc_mode: str = "settled") -> subprocess.Popen:
     """``child`` in a fresh interpreter importing ``checkout``'s openforgerl."""
     env = dict(os.environ, PYTHONPATH=str(checkout))
     return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", kind, "--seconds",
-                             str(seconds), "--streams", str(streams)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=checkout)
+                             str(seconds), "--streams", str(streams), "--heap", heap, "--gc", gc_mode], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=checkout)
 
 
 def result(proc: subprocess.Popen, checkout: Path, seconds: float) -> dict:
@@ -144,10 +173,17 @@ def main() -> None:
     parser.add_argument("--this", metavar="REV", help="run commit REV's app as this one (default: the working tree)")
     parser.add_argument("--name", default="", help="with --against: the change's name, for --out")
     parser.add_argument("--out", help="append the table to this markdown file")
+    parser.add_argument("--heap", choices=("app", "verl"), default="app", help=argparse.SUPPRESS)
+    parser.add_argument("--gc", choices=("settled", "default"), default="settled", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-heap", action="store_true",
+                        help="the app in a veRL agent-loop worker's heap: Python's GC as is vs settled (the section "
+                             "'The proxy in an agent-loop worker's heap' of --out)")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.seconds, args.streams)))
+        print(json.dumps(child(args.child, args.seconds, args.streams, args.heap, args.gc)))
         return
+    if args.worker_heap:
+        return worker_heap_main(args)
     sys.path.insert(0, str(ROOT / "bench"))
     import proxy as bench  # its worktrees of earlier commits
 
@@ -188,6 +224,50 @@ def main() -> None:
                 "ratio the median of the rounds' ratios).", ""]
         with open(args.out, "a") as out:
             out.write("\n".join(head + lines) + "\n\n")
+
+
+WORKER_BEGIN, WORKER_END = "<!-- worker-heap:begin -->", "<!-- worker-heap:end -->"
+
+
+def worker_heap_main(args) -> None:
+    """This checkout's app in the heap of veRL's agent-loop worker (its module imported: torch, veRL, Ray), the
+    garbage collector as Python sets it (what the worker had) and settled (``settle_heap``: what
+    ``ForgeAgentLoop`` does at a worker's first rollout), both at once each round, extending traffic."""
+    got: dict[str, list[dict]] = {"default": [], "settled": []}
+    for round_ in range(args.rounds):
+        procs = {mode: start(ROOT, "extend", args.seconds, args.streams, "verl", mode) for mode in got}
+        for mode, proc in procs.items():
+            got[mode].append(result(proc, ROOT, args.seconds))
+        print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
+
+    def med(mode: str, key: str) -> float:
+        return statistics.median(r[key] for r in got[mode])
+    lines = ["| GC | heap objects | calls/s | CPU ms/call | CPU per round | GC ms/call | full collections | "
+             "longest ms | call p50 ms | call p99 ms | call max ms |",
+             "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for mode, name in (("default", "Python's defaults"), ("settled", "settled")):
+        lines.append(f"| {name} | {med(mode, 'heap_objects'):,.0f} | {med(mode, 'calls_s'):.0f} | "
+                     f"{med(mode, 'cpu_ms'):.3f} | " + " ".join(f"{r['cpu_ms']:.3f}" for r in got[mode]) +
+                     f" | {med(mode, 'gc_ms_call'):.3f} | {sum(r['full_gcs'] for r in got[mode])} | "
+                     f"{max(r['full_gc_ms'] for r in got[mode]):.0f} | {med(mode, 'p50_ms'):.2f} | "
+                     f"{med(mode, 'p99_ms'):.2f} | {max(r['max_ms'] for r in got[mode]):.1f} |")
+    ratio = statistics.median(s["cpu_ms"] / d["cpu_ms"] for s, d in zip(got["settled"], got["default"], strict=True))
+    lines += ["", f"CPU per call, settled over defaults, median of the rounds' ratios: {ratio:.3f}x"]
+    print("\n".join(lines))
+    if args.out:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import proxy as bench
+
+        head = ["## The proxy in an agent-loop worker's heap", "",
+                f"`bench/proxy_app.py --worker-heap --rounds {args.rounds} --seconds {args.seconds:g}` "
+                f"({os.cpu_count()} cores). The app as `bench/proxy_app.py` drives it ({args.streams} agent loops of "
+                "extending calls on the 21 kB body, straight into the ASGI app, the engine answering at once), in a "
+                "process that first imports veRL's agent-loop module (torch, veRL, Ray: the heap of the worker "
+                "where `ForgeAgentLoop` runs a proxy app per rollout). Python's defaults: the collector as the worker "
+                "had it; settled: `settle_heap` (what `ForgeAgentLoop` now does at the worker's first rollout). Both "
+                "at once, one per core, each round; medians (collections: the sum, and the longest, over the "
+                "rounds). Calls' times are the proxy's own work and its queueing behind the other loops.", ""]
+        bench.write_section(Path(args.out), WORKER_BEGIN, WORKER_END, head + lines)
 
 
 if __name__ == "__main__":

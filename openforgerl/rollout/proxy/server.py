@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import gc
 import signal
@@ -57,6 +58,9 @@ def recorded_trajectories(config: ProxyConfig) -> list[Trajectory]:
     return [r.trajectory for r in rollouts if r is not None]  # None: a log with no events, as recover() skips
 
 
+_settled = False  # settle_heap ran in this process
+
+
 def settle_heap() -> None:
     """Collect once, then take everything alive at start (tokenizer, template tables, the libraries: some
     380k objects) out of the cyclic collector's view. Otherwise each full collection walks them all: a
@@ -67,9 +71,24 @@ def settle_heap() -> None:
     flight and pushed them into older generations. Cyclic garbage waits at most that long.
     Measured (bench/results/proxy.md): paired at 16 streams, p99 8-28% lower and CPU per call 0-14% lower;
     unpaired at 64 streams, CPU per call 29-34% lower."""
+    global _settled
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 10)
+    if not _settled:  # frozen objects miss the interpreter's last collection: extension types that count their
+        atexit.register(gc.unfreeze)  # instances (nanobind's, in veRL's worker) would report them as leaks
+    _settled = True
+
+
+def settle_heap_once() -> bool:
+    """``settle_heap`` in a process that hosts proxies among its other work, the first time it is asked (True
+    then). veRL's agent-loop worker builds a proxy app per rollout in its own heap (torch, veRL, Ray: ~530k
+    objects) with the default thresholds: full collections over that heap stopped its event loop for ~280 ms,
+    and young ones took ~8% of a call (bench/results/proxy.md, "The proxy in an agent-loop worker's heap")."""
+    if _settled:
+        return False
+    settle_heap()
+    return True
 
 
 class QuietServer(uvicorn.Server):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -114,14 +116,14 @@ ANSWERS = [turn_ids(ScriptTurn(tool_calls=[{"name": "exec", "arguments": {"comma
 
 
 def make_loop(tmp_path: Path, server: FakeServerManager, scenario: Scenario, *, prompt_length: int = 4096,
-              response_length: int = 4096) -> ForgeAgentLoop:
+              response_length: int = 4096, settle_heap: bool = False) -> ForgeAgentLoop:
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": {
         "prompt_length": prompt_length, "response_length": response_length,
         "multi_turn": {"tool_config_path": None}}, "model": {"path": "dummy"}}, "data": {}})
     return ForgeAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=FakeTokenizer(),
                           processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
                           runtime=FakeRuntime(scenario), harness=ModelAgent(), template=TEMPLATE,
-                          run_dir=str(tmp_path / "runs"), max_sandboxes=2)
+                          run_dir=str(tmp_path / "runs"), max_sandboxes=2, settle_heap=settle_heap)
 
 
 def dataset_row(tmp_path: Path, uid: str = "u1", session_id: int = 0) -> dict[str, Any]:
@@ -174,6 +176,36 @@ def test_a_multi_call_rollout_becomes_one_output_per_segment_with_the_exact_reco
     assert [(s["prompt_ids"], s["response_ids"], s["response_mask"], s["logprobs"]) for s in recorded["segments"]] \
         == [(o.prompt_ids, o.response_ids, o.response_mask, o.response_logprobs) for o in outputs]
     assert recorded["reward"] == 1.0 and recorded["status"] == "success"
+
+
+WORKER_HEAP = """
+import gc, json
+import openforgerl.train.verl.agent_loop  # what an agent-loop worker holds: torch, veRL, Ray
+from openforgerl.rollout.proxy.server import settle_heap_once
+young_before = gc.get_threshold()[0]
+first, again = settle_heap_once(), settle_heap_once()
+print(json.dumps({"first": first, "again": again, "frozen": gc.get_freeze_count(), "young_before": young_before,
+                  "young": gc.get_threshold()[0]}))
+"""
+
+
+def test_a_worker_s_heap_is_settled_once_at_its_first_rollout_and_exits_without_leak_reports(tmp_path: Path,
+                                                                                             monkeypatch):
+    # the process side, in a process of its own (it freezes the heap of whoever calls it)
+    done = subprocess.run([sys.executable, "-c", WORKER_HEAP], capture_output=True, text=True, timeout=300, check=True)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (seen["first"], seen["again"]) == (True, False), seen
+    assert seen["frozen"] > 100_000 and seen["young_before"] < seen["young"], seen
+    assert "leak" not in done.stderr, done.stderr[-2000:]  # frozen objects are let go at exit (nanobind counts)
+
+    # the loop's side: each run asks (the first one in the process settles), unless the settings say no
+    asked: list[bool] = []
+    monkeypatch.setattr("openforgerl.train.verl.agent_loop.settle_heap_once", lambda: asked.append(True) or True)
+    scenario = Scenario(agent=three_calls_two_conversations(), verifier=reward(1.0))
+    run_loop(make_loop(tmp_path / "a", FakeServerManager(ANSWERS), scenario, settle_heap=True),
+             dataset_row(tmp_path / "a"))
+    run_loop(make_loop(tmp_path / "b", FakeServerManager(ANSWERS), scenario), dataset_row(tmp_path / "b"))
+    assert asked == [True]
 
 
 def test_grpo_advantage_is_broadcast_to_every_segment_of_a_session_and_lone_members_get_no_gradient(tmp_path: Path):
