@@ -13,6 +13,7 @@ import click
 from openforgerl import __version__
 from openforgerl.errors import ForgeError
 from openforgerl.log import setup_logging
+from openforgerl.processes import raise_open_files_limit
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,6 +44,7 @@ def _register() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    raise_open_files_limit()  # rollouts at once each hold descriptors (connections, logs, runtime sockets)
     _register()
     try:
         cli.main(args=argv, prog_name="forge", standalone_mode=False)

@@ -14,6 +14,7 @@ import uvicorn
 import uvloop
 
 from openforgerl.log import get_logger
+from openforgerl.processes import raise_open_files_limit
 from openforgerl.rollout.proxy.app import ModelApi, ProxyApp
 from openforgerl.rollout.proxy.config import ProxyConfig
 from openforgerl.rollout.proxy.engine import Engine, make_engine
@@ -25,10 +26,16 @@ from openforgerl.rollout.proxy.tool_parser import make_tool_parser
 from openforgerl.rollout.trajectory import Trajectory
 
 log = get_logger(__name__)
+MIN_OPEN_FILES = 4096
+"""Below this many open files (after raising the soft limit to the hard one) the proxy warns at start."""
 
 
 def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine: Engine | None = None) -> ProxyApp:
     """The ASGI app for ``config``; recovers the rollouts found in ``config.data_dir``."""
+    files = raise_open_files_limit()  # each rollout in flight holds a connection or two, and its log
+    if files < MIN_OPEN_FILES:
+        log.warning("this proxy may keep only %d files open (ulimit -n; the hard limit allows no more): about %d "
+                    "rollouts in flight at once; raise the hard limit to serve more", files, files // 3)
     template = template or load_chat_template(config.model, config.tokenizer)
     template.prepare()
     parser = make_tool_parser(config.tool_parser)

@@ -59,12 +59,22 @@ def describe(exc: OSError) -> tuple[str, str, int]:
                 "free space on that filesystem (df -h); the call or finish can then be retried", 507)
     if code == errno.EROFS:
         return "the filesystem is read-only", "remount it read-write, or give the proxy another data dir", 503
+    if code in (errno.EMFILE, errno.ENFILE):
+        return ("too many open files" if code == errno.EMFILE else "too many open files on this machine",
+                f"raise the limit of open files the proxy starts with (ulimit -n: {open_files_limit()} now; "
+                "LimitNOFILE= for a service), or spread the rollouts over more proxy workers", 503)
     if code in (errno.EACCES, errno.EPERM):
         return "permission denied", "make it writable by this user, or give the proxy another data dir", 503
     if code in (errno.ENOENT, errno.ENOTDIR, errno.EEXIST):
         return ("a part of the path is missing or not a directory",
                 "create the directory (or fix the path), or give the proxy another data dir", 503)
     return os.strerror(code) if code else str(exc), "check the disk (dmesg) or give the proxy another data dir", 503
+
+
+def open_files_limit() -> int:
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def storage_error(exc: OSError, doing: str) -> StorageError:
@@ -188,7 +198,8 @@ class Store:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise unusable(self.root, exc) from exc
-        self.max_open = max_open
+        # logs kept open take at most an eighth of the process's descriptors: the rest are for connections
+        self.max_open = min(max_open, max(4, open_files_limit() // 8))
         self._open: OrderedDict[int, RolloutLog] = OrderedDict()  # most recently used last
         self._lock = threading.Lock()
         self._journal: Journal | None = None
