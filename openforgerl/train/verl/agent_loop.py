@@ -74,7 +74,9 @@ class ForgeLoopSettings(BaseModel):
     """At the worker process's first rollout, collect once and take its heap (torch, veRL, Ray, the model's
     tokenizer) out of the cyclic collector's view, and collect the young generation every 20,000 allocations
     (``proxy.server.settle_heap``, as ``forge proxy`` does): the rollouts' proxies run on this process's event
-    loop, which a full collection over ~530k objects stopped for ~280 ms. False: leave the process's GC as is."""
+    loop, which a full collection over ~530k objects stopped for ~280 ms. What the worker holds then (the first
+    batch's rows too) is still freed when its last reference goes; only a reference cycle among those objects
+    would stay until exit. False: leave the process's GC as is."""
 
 
 _slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
