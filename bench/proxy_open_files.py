@@ -33,13 +33,15 @@ import proxy as bench  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- open-files:begin -->", "<!-- open-files:end -->"
+HARD_BEGIN, HARD_END = "<!-- open-files-hard:begin -->", "<!-- open-files-hard:end -->"
 
 
-def start_proxy(checkout: Path, tmp: Path, upstream: str, soft: int) -> tuple[subprocess.Popen, str]:
+def start_proxy(checkout: Path, tmp: Path, upstream: str, soft: int,
+                hard: int | None = None) -> tuple[subprocess.Popen, str]:
     port = bench.free_port()
 
     def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard or resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     proc = subprocess.Popen([sys.executable, "-m", "openforgerl", "proxy", "--engine", "vllm", "--engine-url",
                              upstream, "--port", str(port), "--admin-token", bench.ADMIN, "--data-dir",
                              str(tmp / f"data-{port}"), "--tokenizer", str(tmp / "tokenizer"), "--workers", "1"],
@@ -84,6 +86,7 @@ def main() -> None:
     parser.add_argument("--against", metavar="REV", help="also that commit's proxy (before a change)")
     parser.add_argument("--rollouts", default="600,1500", help="rollouts at once, comma-separated")
     parser.add_argument("--soft", type=int, default=1024, help="the proxy's soft limit of open files at start")
+    parser.add_argument("--hard", type=int, help="also the proxy's hard limit (its own section of --out)")
     parser.add_argument("--engine-ms", type=float, default=2000.0, help="the stand-in's time to its answer")
     parser.add_argument("--out", help="write the section to this markdown file")
     args = parser.parse_args()
@@ -101,7 +104,7 @@ def main() -> None:
         try:
             for name, checkout in checkouts.items():
                 for n in levels:
-                    proc, url = start_proxy(checkout, tmp, stack.upstream, args.soft)
+                    proc, url = start_proxy(checkout, tmp, stack.upstream, args.soft, args.hard)
                     try:
                         limits = Path(f"/proc/{proc.pid}/limits").read_text().split("Max open files")[1].split()
                         got = asyncio.run(harnesses(url, n))
@@ -112,9 +115,12 @@ def main() -> None:
                     print(name, n, limits[0], got, flush=True)
         finally:
             stack.stop()
-    lines = ["## Rollouts at once under a login shell's limit of open files", "",
+    title = (f"## Rollouts at once with a hard limit of {args.hard} open files" if args.hard else
+             "## Rollouts at once under a login shell's limit of open files")
+    lines = [title, "",
              f"`bench/proxy_open_files.py{' --against ' + args.against if args.against else ''} --rollouts "
-             f"{args.rollouts} --soft {args.soft}` ({os.cpu_count()} cores; hard limit {hard}). "
+             f"{args.rollouts} --soft {args.soft}{f' --hard {args.hard}' if args.hard else ''}` ({os.cpu_count()} "
+             f"cores; hard limit {args.hard or hard}). "
              f"`forge proxy --workers 1 --engine vllm` started with a soft limit of {args.soft} open files, in "
              f"front of the scripted vLLM stand-in (each answer after {args.engine_ms:.0f} ms, so every call is in "
              "flight at once); the rollouts created one after another, then one streamed call per rollout, all "
@@ -130,7 +136,8 @@ def main() -> None:
                      + f" | {got['seconds']:.1f} |")
     print("\n".join(lines))
     if args.out:
-        bench.write_section(Path(args.out), BEGIN, END, lines)
+        begin, end = (BEGIN, END) if not args.hard else (HARD_BEGIN, HARD_END)
+        bench.write_section(Path(args.out), begin, end, lines)
 
 
 if __name__ == "__main__":

@@ -47,3 +47,10 @@ def raise_open_files_limit() -> int:
         except (ValueError, OSError):  # a sandbox that forbids it: keep what there is
             pass
     return OPEN_FILES_CAP if soft == resource.RLIM_INFINITY else soft
+
+
+def open_files_limit() -> int:
+    """This process's soft limit of open files."""
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]

@@ -100,3 +100,37 @@ def test_a_log_that_cannot_be_opened_for_want_of_descriptors_says_which_limit_to
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert Store(tmp_path / "high").max_open == min(256, soft // 8)
+
+
+def test_out_of_descriptors_the_store_closes_idle_logs_and_goes_on_recording(tmp_path: Path):
+    store = Store(tmp_path, max_open=10_000)  # as if the LRU bound had not held: every log stays open
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 12, hard))  # room for a dozen files, no more
+    try:
+        logs = [store.open_log(f"r-{i}", new=True) for i in range(40)]  # past the dozen: idle ones are closed
+        for round_ in range(2):
+            for rollout_log in logs:  # each write reopens its log, closing idle others when out of descriptors
+                rollout_log.append({"t": "call", "round": round_}, sync=False)
+        assert sum(rollout_log._fd >= 0 for rollout_log in logs) <= 12
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert [len(p.read_text().splitlines()) for p in sorted(store.root.glob("*.log"))] == [2] * 40  # nothing lost
+
+
+def test_a_proxy_out_of_descriptors_says_so_instead_of_blaming_the_engine():
+    from openforgerl.errors import ProviderError
+    from openforgerl.rollout.proxy.engine import VLLMEngineConfig
+    from openforgerl.rollout.proxy.engines.vllm import VLLMEngine
+
+    engine = VLLMEngine(VLLMEngineConfig(base_url="http://127.0.0.1:9"))
+
+    async def connect(exc: OSError) -> ProviderError:
+        with pytest.raises(ProviderError) as raised:
+            async with engine._errors("failed to stream"):
+                raise exc
+        return raised.value
+    ours = asyncio.run(connect(OSError(errno.EMFILE, "Too many open files")))
+    assert "out of file descriptors (ulimit -n" in str(ours) and "limit of open files" in ours.fix
+    theirs = asyncio.run(connect(ConnectionRefusedError(errno.ECONNREFUSED, "refused")))
+    assert "forge serve" in theirs.fix

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import math
 import os
 import struct
 import threading
@@ -38,6 +39,7 @@ import orjson
 
 from openforgerl.errors import ProxyError, ResourceError
 from openforgerl.log import get_logger
+from openforgerl.processes import open_files_limit
 
 log = get_logger(__name__)
 
@@ -71,10 +73,15 @@ def describe(exc: OSError) -> tuple[str, str, int]:
     return os.strerror(code) if code else str(exc), "check the disk (dmesg) or give the proxy another data dir", 503
 
 
-def open_files_limit() -> int:
-    import resource
-
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+def open_shedding(path: Path, flags: int, store: Store | None, keep: RolloutLog | None) -> int:
+    """``os.open``; when the process is out of descriptors, ``store`` closes the logs nobody is writing and it is
+    tried once more (a proxy whose harnesses' connections took the descriptors still records their calls)."""
+    try:
+        return os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno not in (errno.EMFILE, errno.ENFILE) or store is None or not store.shed(keep):
+            raise
+    return os.open(path, flags, 0o600)
 
 
 def storage_error(exc: OSError, doing: str) -> StorageError:
@@ -90,7 +97,8 @@ class RolloutLog:
         self._store = store
         self._torn = False  # a failed write could not be cut off: start the next event on a new line
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_EXCL if new else 0), 0o600)
+            self._fd = open_shedding(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_EXCL if new else 0),
+                                     store, self)
         except FileExistsError:
             raise ProxyError(f"a log for rollout {path.stem!r} exists already in {path.parent}") from None
         except OSError as exc:
@@ -110,7 +118,7 @@ class RolloutLog:
             reopened = self._fd < 0  # closed when idle or finished; reopen to append
             try:
                 if reopened:
-                    self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+                    self._fd = open_shedding(self.path, os.O_WRONLY | os.O_APPEND, self._store, self)
                 self._write(line, sync)
             except OSError as exc:
                 self._cut()
@@ -188,6 +196,19 @@ class RolloutLog:
                 os.close(self._fd)
                 self._fd = -1
 
+    def close_if_idle(self) -> bool:
+        """Close the file unless another thread is writing to it now; whether it closed one."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._fd < 0:
+                return False
+            os.close(self._fd)
+            self._fd = -1
+            return True
+        finally:
+            self._lock.release()
+
 
 class Store:
     """The directory of rollout logs."""
@@ -204,6 +225,7 @@ class Store:
         self._lock = threading.Lock()
         self._journal: Journal | None = None
         self._repairs: dict[str, tuple[int, bytes, int]] | None = None
+        self._shed_warned = -math.inf
 
     @property
     def journal(self) -> Journal:
@@ -253,6 +275,21 @@ class Store:
             idle = [self._open.popitem(last=False)[1] for _ in range(len(self._open) - self.max_open)]
         for old in idle:
             old.close()
+
+    def shed(self, keep: RolloutLog | None) -> int:
+        """Close every open log but ``keep`` that no thread is writing to (the process ran out of descriptors:
+        its connections took them); how many. They reopen when next written."""
+        with self._lock:
+            logs = [other for other in self._open.values() if other is not keep]
+        closed = [other for other in logs if other.close_if_idle()]
+        with self._lock:
+            for other in closed:
+                self._open.pop(id(other), None)
+        if closed and time.monotonic() > self._shed_warned + 60:  # once a minute while it lasts
+            self._shed_warned = time.monotonic()
+            log.warning("out of file descriptors (ulimit -n %d: raise it): closed %d idle rollout logs to go on "
+                        "recording; harnesses beyond the limit cannot connect", open_files_limit(), len(closed))
+        return len(closed)
 
     def used(self, log: RolloutLog) -> None:
         with self._lock:

@@ -9,12 +9,14 @@ harnesses ask for far more than a small model's window holds.
 from __future__ import annotations
 
 import contextlib
+import errno
 from collections.abc import AsyncGenerator
 from typing import Any
 
 import orjson
 
 from openforgerl.errors import ProviderError
+from openforgerl.processes import open_files_limit
 from openforgerl.rollout.proxy.conversation import BadRequest, ContextTooLong, Sampling
 from openforgerl.rollout.proxy.engine import Engine, FinishReason, Generation, TokenChunk, VLLMEngineConfig
 from openforgerl.rollout.proxy.http_client import Pool, Response
@@ -42,6 +44,11 @@ class VLLMEngine(Engine):
         try:
             yield
         except (TimeoutError, OSError) as exc:  # ServerDisconnected and BadResponse are ConnectionErrors
+            if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):  # this side's trouble
+                raise ProviderError(f"the proxy could not connect to vLLM at {self.base}: it is out of file "
+                                    f"descriptors (ulimit -n {open_files_limit()})",
+                                    fix="raise the proxy's limit of open files, or spread the rollouts over more "
+                                        "proxy workers") from exc
             raise ProviderError(f"vLLM at {self.base} {what}: {type(exc).__name__}: {exc}",
                                 fix="start it (forge serve) or pass the right --engine-url") from exc
 
