@@ -30,6 +30,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -45,10 +46,12 @@ CALLS_PER_ROLLOUT = 8
 ADMIN = "bench-admin-token"
 
 
-def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: str = "settled") -> dict:
+def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: str = "settled",
+          live: tuple[int, int] | None = None) -> dict:
     """One measurement, in this process, of the openforgerl on ``sys.path``. ``heap`` "verl": veRL's agent-loop
     module imported first (torch, veRL, Ray: the heap of the worker the training loop's proxies run in);
-    ``gc_mode`` "settled": the heap settled as `forge proxy` does once built, "default": Python's GC as is."""
+    ``gc_mode`` "settled": the heap settled as `forge proxy` does once built, "default": Python's GC as is.
+    ``live`` (rollouts, calls): instead, the memory that many open rollouts hold after that many calls each."""
     import gc
 
     if heap == "verl":
@@ -89,27 +92,64 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
         done = await AsgiCall(method, path, token, body)(app)
         return done.status, done.content
 
-    async def loop_one(app, stop_at: float, answer: str, counts: list[int], took: list[float] | None = None) -> None:
-        while time.perf_counter() < stop_at:
-            status, created = await call(app, "POST", "/rollouts", ADMIN, b'{"metadata": {}}')
-            assert status == 200, created
-            created = orjson.loads(created)
-            messages = agent_history(12) if kind == "fork" else agent_history(0)
-            for turn in range(CALLS_PER_ROLLOUT):
-                body = orjson.dumps({"model": "smollm2", "messages": messages, "tools": AGENT_TOOLS,
-                                     "stream": True, "max_tokens": 64})
-                began = time.perf_counter()
-                status, sent = await call(app, "POST", "/v1/chat/completions", created["token"], body)
-                assert status == 200 and sent.endswith(b"data: [DONE]\n\n"), sent[-300:]
-                counts[0] += 1
-                if took is not None:
-                    took.append(time.perf_counter() - began)
-                if kind == "extend":
-                    output = f"output of step {turn}: " + "line of log\n" * 30
-                    messages = messages + [{"role": "assistant", "content": answer},
-                                           {"role": "user", "content": output}]
+    async def one_rollout(app, answer: str, counts: list[int], took: list[float] | None = None,
+                          calls: int = CALLS_PER_ROLLOUT, finish: bool = True, unique: bool = False) -> int:
+        """One rollout's calls (then its finish); the bytes of its requests and answers. ``unique``: each tool
+        output its own words (as real ones are: no token cache shares them between rollouts)."""
+        status, created = await call(app, "POST", "/rollouts", ADMIN, b'{"metadata": {}}')
+        assert status == 200, created
+        created = orjson.loads(created)
+        messages = agent_history(12) if kind == "fork" else agent_history(0)
+        raw = 0
+        for turn in range(calls):
+            body = orjson.dumps({"model": "smollm2", "messages": messages, "tools": AGENT_TOOLS,
+                                 "stream": True, "max_tokens": 64})
+            began = time.perf_counter()
+            status, sent = await call(app, "POST", "/v1/chat/completions", created["token"], body)
+            assert status == 200 and sent.endswith(b"data: [DONE]\n\n"), sent[-300:]
+            counts[0] += 1
+            raw += len(body) + len(sent)
+            if took is not None:
+                took.append(time.perf_counter() - began)
+            if kind == "extend":
+                lines = ("".join(f"line {secrets.token_hex(4)} of log\n" for _ in range(30)) if unique
+                         else "line of log\n" * 30)
+                output = f"output of step {turn}: " + lines
+                messages = messages + [{"role": "assistant", "content": answer},
+                                       {"role": "user", "content": output}]
+        if finish:
             status, _ = await call(app, "POST", f"/rollouts/{created['id']}/finish", ADMIN, b'{"reward": 0.0}')
             assert status == 200
+        return raw
+
+    async def loop_one(app, stop_at: float, answer: str, counts: list[int], took: list[float] | None = None) -> None:
+        while time.perf_counter() < stop_at:
+            await one_rollout(app, answer, counts, took)
+
+    async def live_memory(app, rollouts: int, calls: int) -> dict:
+        """RSS per open rollout after ``calls`` calls each (``streams`` rollouts at a time, none finished): the
+        growth over ``rollouts`` of them opened after twice as many others (by then the template's token and
+        text caches, bounded and shared by all rollouts, are full: what is left is what each rollout holds)."""
+        import tracemalloc
+
+        slots = asyncio.Semaphore(streams)
+
+        async def opened() -> int:
+            async with slots:
+                return await one_rollout(app, ANSWER, [0], calls=calls, finish=False, unique=True)
+        def settled() -> int:  # what Python holds, without the template's caches
+            for cache in ("_turns", "_texts"):
+                getattr(app.service.template, cache).clear()
+            gc.collect()
+            return tracemalloc.get_traced_memory()[0]
+        await asyncio.gather(*(opened() for _ in range(2 * rollouts)))
+        tracemalloc.start()
+        heap = settled()
+        raw = await asyncio.gather(*(opened() for _ in range(rollouts)))
+        heap_after = settled()
+        tracemalloc.stop()
+        return {"rollouts": rollouts, "calls": calls, "kb_per_rollout": (heap_after - heap) / rollouts / 1024,
+                "raw_kb_per_rollout": statistics.mean(raw) / 1024, "ratio": (heap_after - heap) / sum(raw)}
 
     async def main() -> dict:
         with tempfile.TemporaryDirectory(prefix="forge-bench-app-") as tmp:
@@ -119,6 +159,11 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
                 server.settle_heap()  # as `forge proxy` does once built: the start-up heap frozen, its GC thresholds
             template = app.service.template
             app.service.engine = ChunkedEngine(template.encode(ANSWER) + [min(template.stop_ids)])
+            if live is not None:
+                got = await live_memory(app, *live)
+                await app.service.aclose()
+                app.registry.close()
+                return got
             counts = [0]
             warm = time.perf_counter() + 1.0
             await asyncio.gather(*(loop_one(app, warm, ANSWER, counts) for _ in range(streams)))
@@ -148,11 +193,12 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
 
 
 def start(checkout: Path, kind: str, seconds: float, streams: int, heap: str = "app",
-          gc_mode: str = "settled") -> subprocess.Popen:
+          gc_mode: str = "settled", live: str | None = None) -> subprocess.Popen:
     """``child`` in a fresh interpreter importing ``checkout``'s openforgerl."""
     env = dict(os.environ, PYTHONPATH=str(checkout))
     return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", kind, "--seconds",
-                             str(seconds), "--streams", str(streams), "--heap", heap, "--gc", gc_mode], env=env,
+                             str(seconds), "--streams", str(streams), "--heap", heap, "--gc", gc_mode,
+                             *(["--live", live] if live else [])], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=checkout)
 
 
@@ -175,13 +221,19 @@ def main() -> None:
     parser.add_argument("--out", help="append the table to this markdown file")
     parser.add_argument("--heap", choices=("app", "verl"), default="app", help=argparse.SUPPRESS)
     parser.add_argument("--gc", choices=("settled", "default"), default="settled", help=argparse.SUPPRESS)
+    parser.add_argument("--live", metavar="ROLLOUTS,CALLS",
+                        help="memory of open rollouts: ROLLOUTS of CALLS extending calls each, none finished (this "
+                             "checkout, and --against REV's; the section 'Live rollouts in memory' of --out)")
     parser.add_argument("--worker-heap", action="store_true",
                         help="the app in a veRL agent-loop worker's heap: Python's GC as is vs settled (the section "
                              "'The proxy in an agent-loop worker's heap' of --out)")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.seconds, args.streams, args.heap, args.gc)))
+        live = tuple(int(x) for x in args.live.split(",")) if args.live else None
+        print(json.dumps(child(args.child, args.seconds, args.streams, args.heap, args.gc, live)))  # type: ignore[arg-type]
         return
+    if args.live:
+        return live_main(args)
     if args.worker_heap:
         return worker_heap_main(args)
     sys.path.insert(0, str(ROOT / "bench"))
@@ -224,6 +276,47 @@ def main() -> None:
                 "ratio the median of the rounds' ratios).", ""]
         with open(args.out, "a") as out:
             out.write("\n".join(head + lines) + "\n\n")
+
+
+LIVE_BEGIN, LIVE_END = "<!-- live-extend:begin -->", "<!-- live-extend:end -->"
+
+
+def live_main(args) -> None:
+    """RSS per open rollout of extending traffic, this checkout (and ``--against REV``), one child each, in turn."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import proxy as bench
+
+    rows = []
+    with contextlib.ExitStack() as trees:
+        paths = {"this": ROOT}
+        if args.against:
+            tree, short = trees.enter_context(bench.worktree(args.against))
+            paths[short] = tree
+        for round_ in range(args.rounds):
+            for name, checkout in paths.items():
+                rows.append((name, result(start(checkout, "extend", 0, args.streams, live=args.live), checkout, 60)))
+            print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
+    lines = ["| app | open rollouts | calls each | raw request + answer per rollout | held per open rollout | "
+             "ratio | ratio per round |", "|---|---:|---:|---:|---:|---:|---|"]
+    for name in paths:
+        runs = [r for n, r in rows if n == name]
+        lines.append(f"| {name} | {runs[0]['rollouts']} | {runs[0]['calls']} | "
+                     f"{runs[0]['raw_kb_per_rollout']:.0f} kB | "
+                     f"{statistics.median(r['kb_per_rollout'] for r in runs):.0f} kB | "
+                     f"{statistics.median(r['ratio'] for r in runs):.2f}x | "
+                     + " ".join(f"{r['ratio']:.2f}" for r in runs) + " |")
+    print("\n".join(lines))
+    if args.out:
+        head = ["## Live rollouts in memory: extending traffic", "",
+                f"`bench/proxy_app.py --live {args.live}{' --against ' + args.against if args.against else ''} "
+                f"--rounds {args.rounds}` ({os.cpu_count()} cores). The app driven in one process (as above: the "
+                f"21 kB agent body, extending, {args.streams} rollouts at a time, each tool output its own "
+                "words); the rollouts stay open (not finished). Measured over the last third of them (the first "
+                "two thirds fill the template's bounded caches, which all rollouts share; they are emptied before "
+                "each reading): held, what Python allocated and still holds (tracemalloc) per rollout; ratio: "
+                "that over the bytes of the requests and answers they sent (as the "
+                "stored-bytes goal counts them). Medians of the rounds.", ""]
+        bench.write_section(Path(args.out), LIVE_BEGIN, LIVE_END, head + lines)
 
 
 WORKER_BEGIN, WORKER_END = "<!-- worker-heap:begin -->", "<!-- worker-heap:end -->"

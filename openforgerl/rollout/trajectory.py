@@ -36,6 +36,11 @@ def unpack_floats(text: str) -> list[float]:
     return array("f", base64.b64decode(text)).tolist()
 
 
+EMPTY_IDS: list[int] = []
+EMPTY_FLOATS: list[float] = []
+"""What an applied record holds instead of its ids (shared: never appended to)."""
+
+
 @dataclass
 class CallRecord:
     """One model call as recorded: only the ids the segment did not already hold."""
@@ -64,6 +69,12 @@ class CallRecord:
     def __post_init__(self) -> None:
         # logprobs are stored as float32 (what engines compute in); keep memory equal to disk
         self.logprobs = array("f", self.logprobs).tolist()
+
+    def drop_ids(self) -> None:
+        """Let go of the call's ids and log-probs once its segment and lineage hold them (a live rollout
+        keeps each id once); ``to_wire`` is for before that."""
+        self.prompt_suffix = self.forced = self.response = EMPTY_IDS
+        self.logprobs = EMPTY_FLOATS
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"i": self.index, "st": self.status, "k": self.kind, "seg": self.segment,
@@ -139,9 +150,20 @@ class Segment:
         self._depth: int = base[0]._depth + 1 if base else 0
         self._packed: bytes | None = None
         self.response_ids: list[int] = response_ids if response_ids is not None else []
-        self.response_mask: list[int] = response_mask if response_mask is not None else []
-        self.logprobs: list[float] = logprobs if logprobs is not None else []
+        # the mask and the log-probs are read only when the segment is exported: packed (1 and 4 bytes a token,
+        # not a pointer and a float object), they leave the ids as most of what a live rollout holds
+        self._mask = array("b", response_mask or [])
+        self._logprobs = array("f", logprobs or [])
         self.calls: list[int] = calls if calls is not None else []
+
+    @property
+    def response_mask(self) -> list[int]:
+        return self._mask.tolist()
+
+    @property
+    def logprobs(self) -> list[float]:
+        """float32 values, as engines compute them and the log stores them."""
+        return self._logprobs.tolist()
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -195,8 +217,11 @@ class Segment:
 
     def append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         self.response_ids += ids
-        self.response_mask += [mask] * len(ids)
-        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+        self._mask.frombytes(bytes([mask]) * len(ids))
+        if logprobs is not None:
+            self._logprobs.extend(logprobs)
+        else:
+            self._logprobs.frombytes(bytes(self._logprobs.itemsize * len(ids)))  # 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"prompt_ids": self.prompt_ids, "response_ids": self.response_ids,

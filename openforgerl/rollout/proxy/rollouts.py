@@ -98,6 +98,7 @@ class Rollout:
         self.generated += len(record.response) if record.status == "ok" else 0
         self.trajectory.add(record)
         self.lineage.record(record, self.trajectory, plan)
+        record.drop_ids()  # the segment and the head hold them now
 
 
 class Registry:

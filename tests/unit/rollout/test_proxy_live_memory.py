@@ -99,3 +99,37 @@ def test_a_rollout_that_forks_on_every_call_keeps_each_history_once():
     per_call = long / 30
     assert per_call < 0.25 * long_raw, f"{per_call:.0f} B kept per forked call of {long_raw} B"
     assert (long - short) / 30 < 0.05 * (long_raw - short_raw), (short, long, short_raw, long_raw)
+
+
+def test_an_extending_rollout_keeps_each_id_once_and_reads_back_as_recorded():
+    """A call's record lets go of its ids once its segment holds them (they were a second copy of every token of
+    a live rollout); the mask and log-probs are kept packed. What the rollout exports is unchanged: the same
+    segments a restart reads back from the log."""
+    from openforgerl.rollout.proxy.engine import ScriptTurn
+    from openforgerl.rollout.proxy.rollouts import Registry
+    from openforgerl.rollout.proxy.tool_parser import make_tool_parser
+
+    proxy = InProcessProxy([ScriptTurn(text=f"answer {i}") for i in range(4)])
+    messages = [{"role": "system", "content": "You act."}, {"role": "user", "content": "go"}]
+
+    async def scenario() -> tuple[str, dict]:
+        async with proxy.client() as client:
+            rollout_id, token = await proxy.new_rollout(client)
+            for i in range(4):
+                answer = await client.post("/v1/chat/completions", json={"model": "m", "messages": messages},
+                                           headers={"authorization": f"Bearer {token}"})
+                messages.extend([answer.json()["choices"][0]["message"],
+                                 {"role": "user", "content": f"tool output {i}: " + "x y " * 50}])
+            return rollout_id, await proxy.trajectory(client, rollout_id)
+    rollout_id, live = asyncio.run(scenario())
+    rollout = proxy.registry.get(rollout_id)
+    assert rollout is not None and [c.kind for c in rollout.trajectory.calls] == ["clean"] * 4
+    assert all(not (c.prompt_suffix or c.forced or c.response or c.logprobs) for c in rollout.trajectory.calls)
+    [segment] = live["segments"]
+    assert 1 in segment["response_mask"] and len(segment["logprobs"]) == len(segment["response_ids"])
+    assert all(lp <= 0 for lp in segment["logprobs"])
+
+    recovered = Registry(proxy.template, make_tool_parser("hermes"), proxy.app.registry.store)
+    recovered.recover(read_only=True)
+    again = recovered.get(rollout_id)
+    assert again is not None and again.trajectory.to_dict()["segments"] == live["segments"]
