@@ -47,11 +47,13 @@ ADMIN = "bench-admin-token"
 
 
 def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: str = "settled",
-          live: tuple[int, int] | None = None) -> dict:
+          live: tuple[int, int] | None = None, unique: bool = False) -> dict:
     """One measurement, in this process, of the openforgerl on ``sys.path``. ``heap`` "verl": veRL's agent-loop
     module imported first (torch, veRL, Ray: the heap of the worker the training loop's proxies run in);
     ``gc_mode`` "settled": the heap settled as `forge proxy` does once built, "default": Python's GC as is.
-    ``live`` (rollouts, calls): instead, the memory that many open rollouts hold after that many calls each."""
+    ``live`` (rollouts, calls): instead, the memory that many open rollouts hold after that many calls each.
+    ``unique``: each extending call's tool output its own words (as real ones: nothing cached renders or
+    tokenises it), not the same output in every rollout."""
     import gc
 
     if heap == "verl":
@@ -124,7 +126,7 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
 
     async def loop_one(app, stop_at: float, answer: str, counts: list[int], took: list[float] | None = None) -> None:
         while time.perf_counter() < stop_at:
-            await one_rollout(app, answer, counts, took)
+            await one_rollout(app, answer, counts, took, unique=unique)
 
     async def live_memory(app, rollouts: int, calls: int) -> dict:
         """RSS per open rollout after ``calls`` calls each (``streams`` rollouts at a time, none finished): the
@@ -193,12 +195,12 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
 
 
 def start(checkout: Path, kind: str, seconds: float, streams: int, heap: str = "app",
-          gc_mode: str = "settled", live: str | None = None) -> subprocess.Popen:
+          gc_mode: str = "settled", live: str | None = None, unique: bool = False) -> subprocess.Popen:
     """``child`` in a fresh interpreter importing ``checkout``'s openforgerl."""
     env = dict(os.environ, PYTHONPATH=str(checkout))
     return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", kind, "--seconds",
                              str(seconds), "--streams", str(streams), "--heap", heap, "--gc", gc_mode,
-                             *(["--live", live] if live else [])], env=env,
+                             *(["--live", live] if live else []), *(["--unique"] if unique else [])], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=checkout)
 
 
@@ -221,6 +223,8 @@ def main() -> None:
     parser.add_argument("--out", help="append the table to this markdown file")
     parser.add_argument("--heap", choices=("app", "verl"), default="app", help=argparse.SUPPRESS)
     parser.add_argument("--gc", choices=("settled", "default"), default="settled", help=argparse.SUPPRESS)
+    parser.add_argument("--unique", action="store_true",
+                        help="extending calls bring tool outputs of their own (real traffic: no cache hits)")
     parser.add_argument("--live", metavar="ROLLOUTS,CALLS",
                         help="memory of open rollouts: ROLLOUTS of CALLS extending calls each, none finished (this "
                              "checkout, and --against REV's; the section 'Live rollouts in memory' of --out)")
@@ -230,7 +234,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         live = tuple(int(x) for x in args.live.split(",")) if args.live else None
-        print(json.dumps(child(args.child, args.seconds, args.streams, args.heap, args.gc, live)))  # type: ignore[arg-type]
+        print(json.dumps(child(args.child, args.seconds, args.streams, args.heap, args.gc, live,  # type: ignore[arg-type]
+                               args.unique)))
         return
     if args.live:
         return live_main(args)
@@ -252,7 +257,8 @@ def main() -> None:
             for kind in ("extend", "fork"):
                 # the apps run at the same time, one per core: what slows this machine down (other tenants of
                 # its host) slows both, and the ratio of a round holds where sequential runs swing 15%
-                procs = {name: start(checkout, kind, args.seconds, args.streams) for name, checkout in paths.items()}
+                procs = {name: start(checkout, kind, args.seconds, args.streams, unique=args.unique)
+                         for name, checkout in paths.items()}
                 for name, proc in procs.items():
                     got.setdefault((kind, name), []).append(result(proc, paths[name], args.seconds))
             print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
@@ -271,9 +277,10 @@ def main() -> None:
         head = [f"### In-process A/B: {args.name or 'this checkout'}", "",
                 f"`bench/proxy_app.py{' --this ' + args.this if args.this else ''}"
                 f"{' --against ' + args.against if args.against else ''} --rounds {args.rounds} "
-                f"--seconds {args.seconds:g}` ({os.cpu_count()} cores; one process: {args.streams} agent loops "
-                "straight into the ASGI app, the engine answering at once; both apps at once in each round, the "
-                "ratio the median of the rounds' ratios).", ""]
+                f"--seconds {args.seconds:g}{' --unique' if args.unique else ''}` ({os.cpu_count()} cores; one "
+                f"process: {args.streams} agent loops straight into the ASGI app, the engine answering at once"
+                f"{'; each tool output its own words' if args.unique else ''}; both apps at once in each round, "
+                "the ratio the median of the rounds' ratios).", ""]
         with open(args.out, "a") as out:
             out.write("\n".join(head + lines) + "\n\n")
 

@@ -19,6 +19,9 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
+ENCODE_SAMPLES = ["", "hello world", "  two  spaces\n\n\ttab", "déjà vu 😀 漢字", "x = f(1, 2)  # 123456789",
+                  "<tool_call>\n{\"name\": \"ls\"}\n</tool_call>", " " * 9 + "end"]
+"""Texts on which tokenizers' ``encode_batch_fast`` must give ``encode``'s ids before the proxy uses it."""
 GIL_FREE_CHARS = 4096
 """Longer texts are tokenised with the GIL released, so the event loop keeps running meanwhile."""
 TURN_CACHE_ENTRIES, TURN_CACHE_IDS = 8192, 1_000_000
@@ -176,6 +179,7 @@ class HFChatTemplate(ChatTemplate):
         self._texts: Bounded[bytes, str] = Bounded(TEXT_CACHE_ENTRIES, TEXT_CACHE_CHARS)  # a message run -> text
         self._anchor_text = self._generation_prompt = ""
         self._direct_decode: bool | None = None
+        self._fast_encode: bool | None = None
 
     def render(self, messages, tools, add_generation_prompt):
         if self._incremental is None:  # racing threads compute the same answer
@@ -248,9 +252,26 @@ class HFChatTemplate(ChatTemplate):
     def encode(self, text):
         if self._backend is None:
             return self.tokenizer.encode(text, add_special_tokens=False)
+        if self._fast_encode is None:  # racing threads compute the same answer
+            self._fast_encode = self._check_fast_encode()
+        if self._fast_encode:  # no offsets or word ids to build: 1.2-2x faster here; the GIL released
+            return self._backend.encode_batch_fast([text], add_special_tokens=False)[0].ids
         if len(text) >= GIL_FREE_CHARS:  # same ids; tokenizers' encode would hold the GIL throughout
             return self._backend.encode_batch([text], add_special_tokens=False)[0].ids
         return self._backend.encode(text, add_special_tokens=False).ids
+
+    def _check_fast_encode(self) -> bool:
+        """Whether the backend has ``encode_batch_fast`` (tokenizers >= 0.21) and it gives ``encode``'s ids."""
+        backend = self._backend
+        fast = getattr(backend, "encode_batch_fast", None)
+        if backend is None or fast is None:
+            return False
+        samples = [*ENCODE_SAMPLES, f"a{self._end_of_turn}\nb"]
+        try:
+            return all(fast([text], add_special_tokens=False)[0].ids ==
+                       backend.encode(text, add_special_tokens=False).ids for text in samples)
+        except Exception:  # noqa: BLE001  (a backend that cannot: encode it is)
+            return False
 
     def encode_prompt(self, text, limit=0):
         """Encode turn by turn, reusing the ids of turns seen before (system prompts, tool lists), and
@@ -296,6 +317,8 @@ class HFChatTemplate(ChatTemplate):
         self.token_bytes()
         if self._direct_decode is None:
             self._direct_decode = self._check_direct_decode()
+        if self._fast_encode is None:
+            self._fast_encode = self._check_fast_encode()
 
     def max_token_chars(self):
         """The longest token in the vocabulary, special ones included (byte-level vocabularies spell each

@@ -67,6 +67,36 @@ def test_decode_gives_what_the_tokenizer_decodes(policy, picks, skip):
     assert policy._direct_decode is True
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=st.text(max_size=300) | st.sampled_from(["<|im_end|>\n<|im_start|>user\nhi", "a<tool_call>\n{}"]))
+def test_encode_gives_the_tokenizer_s_own_ids(policy, text):
+    """The proxy tokenises with the backend's ``encode_batch_fast`` (no offsets built: 1.2-2x faster): the ids
+    are the tokenizer's own, special tokens and any text included."""
+    assert policy.encode(text) == policy.tokenizer.encode(text, add_special_tokens=False)
+    assert policy._fast_encode is True
+
+
+def test_a_backend_whose_fast_encode_differs_or_is_missing_encodes_as_before(policy):
+    from copy import deepcopy
+
+    class Off:  # a backend whose encode_batch_fast gives other ids than encode
+        def __init__(self, real) -> None:
+            self.real = real
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+        def encode_batch_fast(self, texts, add_special_tokens=True):
+            return [type("E", (), {"ids": [0, *e.ids]})() for e in self.real.encode_batch(texts, add_special_tokens)]
+
+    for backend in (Off(policy._backend), type("Old", (), {"encode": policy._backend.encode,
+                                                               "encode_batch": policy._backend.encode_batch})()):
+        template = HFChatTemplate(deepcopy(policy.tokenizer))
+        template._backend = backend
+        assert template.encode("hello world") == policy.tokenizer.encode("hello world", add_special_tokens=False)
+        assert template._fast_encode is False
+
+
 def test_a_tokenizer_that_cleans_up_spaces_decodes_through_transformers(policy):
     """A tokenizer whose decode changes the backend's text (transformers' clean-up of spaces before punctuation,
     on for some WordPiece tokenizers) keeps its own decode: the backend alone would give other text."""
@@ -148,7 +178,7 @@ def test_a_built_proxy_has_made_its_template_checks_before_the_first_call(policy
 
     def again(*_args, **_kwargs):
         raise AssertionError("a one-time check ran again at call time")
-    for name in ("_check_incremental", "_check_piecewise", "_byte_table"):
+    for name in ("_check_incremental", "_check_piecewise", "_byte_table", "_check_fast_encode"):
         monkeypatch.setattr(fresh, name, again)
     monkeypatch.setattr(fresh.tokenizer, "get_vocab", again)
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u é"}]
