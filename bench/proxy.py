@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -349,6 +350,18 @@ SCALE_TURNS = 8
 SCALE_LEVELS = (1, 16, 64)
 
 
+UNIQUE_OUTPUTS = False
+"""``--unique-outputs``: each extending call's tool output its own words, as real ones are (otherwise every rollout
+sends the same outputs, which the proxy's text and token caches then serve without rendering or tokenising)."""
+
+
+def tool_output(step: int) -> str:
+    """The tool output an extending call sends back for ``step``."""
+    if UNIQUE_OUTPUTS:
+        return f"output of step {step}: " + "".join(f"line {secrets.token_hex(4)} of log\n" for _ in range(30))
+    return f"output of step {step}: " + "line of log\n" * 30
+
+
 def agent_history(turns: int) -> list[dict]:
     """A system prompt of ~3.1k words, a task, then ``turns`` tool calls with their outputs (what Codex resends)."""
     messages = [{"role": "system", "content": AGENT_SYSTEM},
@@ -490,7 +503,7 @@ async def scale_rollout(session, stack: ScaleStack, path: str, kind: str, stop_a
         raw += len(body) + len(answer)
         if kind == "extend":
             messages = messages + [{"role": "assistant", "content": stack.answer},
-                                   {"role": "user", "content": f"output of step {turn}: " + "line of log\n" * 30}]
+                                   {"role": "user", "content": tool_output(turn)}]
     if rollout_id:
         async with session.post(stack.urls[path] + f"/rollouts/{rollout_id}/finish", json={"reward": 0.0},
                                 headers={"authorization": f"Bearer {ADMIN}"}) as r:
@@ -539,7 +552,7 @@ async def scale_paired(stack: ScaleStack, rounds: int, paths: list[str] | None =
             for p in paths:
                 added[p].append(times[p] - times["direct"])
             messages = messages + [{"role": "assistant", "content": stack.answer},
-                                   {"role": "user", "content": f"output of step {i}: " + "line of log\n" * 30}]
+                                   {"role": "user", "content": tool_output(i)}]
     return {p: sorted(v) for p, v in added.items()}
 
 
@@ -1026,12 +1039,15 @@ def ab_main(args) -> None:
     name = re.sub(r"[^a-z0-9]+", "-", args.ab.lower()).strip("-")
     paths, got, pairs, rev = against_baseline(args, levels, "this", "baseline")
     lines = [f"## A/B: {args.ab}", "",
-             f"`bench/proxy.py --ab \"{args.ab}\" --baseline {args.baseline}` ({os.cpu_count()} cores shared by "
+             f"`bench/proxy.py --ab \"{args.ab}\" --baseline {args.baseline}"
+             f"{' --unique-outputs' if UNIQUE_OUTPUTS else ''}` ({os.cpu_count()} cores shared by "
              "clients, upstream and proxies). baseline: `forge proxy --workers 1` of commit "
              f"{rev}; this: the same of this checkout; logs on the same disk. The 21 kB agent body, extending "
              f"and forking, each call streamed; upstream: the scripted vLLM stand-in, {AB_LATENCY_MS:.0f} ms to "
              f"the first token, {AB_TOKEN_MS} ms between tokens. Points of {args.seconds:.0f} s interleaved over "
-             f"{args.rounds_journal} rounds, medians; CPU: the proxy process per call.", "",
+             f"{args.rounds_journal} rounds, medians; CPU: the proxy process per call."
+             + (" Each extending call's tool output has words of its own (`--unique-outputs`): nothing cached "
+                "renders or tokenises it." if UNIQUE_OUTPUTS else ""), "",
              "| traffic | streams | path | req/s | p50 ms | p99 ms | p99/p50 | CPU ms/call | CPU vs baseline |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     lines += ratio_rows(got, paths, levels, "baseline")
@@ -1302,6 +1318,8 @@ def main() -> None:
                         help="group commit A/B: this checkout's proxy against --baseline's (per-log fdatasync)")
     parser.add_argument("--baseline", default="8f95b3e", help="with --journal or --ab: the commit to compare against")
     parser.add_argument("--rounds-journal", type=int, default=3, help="with --journal or --ab: interleaved rounds")
+    parser.add_argument("--unique-outputs", action="store_true",
+                        help="each extending call's tool output its own words (real traffic: nothing cached)")
     parser.add_argument("--ab", metavar="NAME", help="one change A/B: this checkout's proxy against --baseline's "
                         "(writes the section 'A/B: NAME')")
     parser.add_argument("--profile-streams", type=int, default=16, help="with --profile: streams (16: its own "
@@ -1309,6 +1327,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="only the profile section: where a call's CPU goes (py-spy), extending and forking")
     args = parser.parse_args()
+    global UNIQUE_OUTPUTS
+    UNIQUE_OUTPUTS = args.unique_outputs
     if args.profile:
         return profile_main(args)
     if args.ab:
