@@ -646,10 +646,11 @@ def scale_main(args) -> None:
         finally:
             stack.stop()
     lines = ["## At training scale: the 21 kB agent body, extending and forking, 1 vs 2 workers", "",
-             f"`bench/proxy.py --scale` ({os.cpu_count()} cores shared by clients, upstream and proxies). Body: a "
+             f"`bench/proxy.py --scale{' --unique-outputs' if UNIQUE_OUTPUTS else ''}` ({os.cpu_count()} cores "
+             f"shared by clients, upstream and proxies). Body: a "
              f"{len(AGENT_SYSTEM):,}-character system prompt, {len(AGENT_TOOLS)} tools and tool-call history; "
              f"extending: each of a rollout's {SCALE_TURNS} calls resends the history plus the answer and a tool "
-             f"output; forking: the same {len(orjson.dumps({'messages': agent_history(12), 'tools': AGENT_TOOLS})):,}"
+             f"output{' of its own (new words every call, as real tool outputs: nothing cached renders or tokenises it)' if UNIQUE_OUTPUTS else ' (the same in every rollout)'}; forking: the same {len(orjson.dumps({'messages': agent_history(12), 'tools': AGENT_TOOLS})):,}"
              f"-byte body every call (so every call is a new segment). Upstream: the scripted vLLM stand-in, "
              f"{latency_ms:.0f} ms to the first token, {token_ms} ms between tokens, sent to the proxies "
              f"{STREAM_INTERVAL} per chunk (the default `engine.stream_interval`; direct: a chunk per token); "
