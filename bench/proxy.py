@@ -356,9 +356,12 @@ sends the same outputs, which the proxy's text and token caches then serve witho
 
 
 def tool_output(step: int) -> str:
-    """The tool output an extending call sends back for ``step``."""
+    """The tool output an extending call sends back for ``step``: with ``UNIQUE_OUTPUTS``, 30 lines of words drawn
+    from the system prompt and a number (~4 characters a token, like logs or prose; random hex would be ~2)."""
     if UNIQUE_OUTPUTS:
-        return f"output of step {step}: " + "".join(f"line {secrets.token_hex(4)} of log\n" for _ in range(30))
+        words = AGENT_SYSTEM.split()
+        return f"output of step {step}: " + "".join(
+            f"{secrets.randbelow(10_000)} {' '.join(secrets.choice(words) for _ in range(4))}\n" for _ in range(30))
     return f"output of step {step}: " + "line of log\n" * 30
 
 
