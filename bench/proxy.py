@@ -355,6 +355,9 @@ UNIQUE_OUTPUTS = False
 sends the same outputs, which the proxy's text and token caches then serve without rendering or tokenising)."""
 
 
+OUTPUTS_OWN = " of its own (new words every call, as real tool outputs: nothing cached renders or tokenises it)"
+
+
 def tool_output(step: int) -> str:
     """The tool output an extending call sends back for ``step``: with ``UNIQUE_OUTPUTS``, 30 lines of words drawn
     from the system prompt and a number (~4 characters a token, like logs or prose; random hex would be ~2)."""
@@ -653,7 +656,8 @@ def scale_main(args) -> None:
              f"shared by clients, upstream and proxies). Body: a "
              f"{len(AGENT_SYSTEM):,}-character system prompt, {len(AGENT_TOOLS)} tools and tool-call history; "
              f"extending: each of a rollout's {SCALE_TURNS} calls resends the history plus the answer and a tool "
-             f"output{' of its own (new words every call, as real tool outputs: nothing cached renders or tokenises it)' if UNIQUE_OUTPUTS else ' (the same in every rollout)'}; forking: the same {len(orjson.dumps({'messages': agent_history(12), 'tools': AGENT_TOOLS})):,}"
+             f"output{OUTPUTS_OWN if UNIQUE_OUTPUTS else ' (the same in every rollout)'}; forking: the same "
+             f"{len(orjson.dumps({'messages': agent_history(12), 'tools': AGENT_TOOLS})):,}"
              f"-byte body every call (so every call is a new segment). Upstream: the scripted vLLM stand-in, "
              f"{latency_ms:.0f} ms to the first token, {token_ms} ms between tokens, sent to the proxies "
              f"{STREAM_INTERVAL} per chunk (the default `engine.stream_interval`; direct: a chunk per token); "
