@@ -30,7 +30,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import secrets
 import statistics
 import subprocess
 import sys
@@ -52,8 +51,8 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
     module imported first (torch, veRL, Ray: the heap of the worker the training loop's proxies run in);
     ``gc_mode`` "settled": the heap settled as `forge proxy` does once built, "default": Python's GC as is.
     ``live`` (rollouts, calls): instead, the memory that many open rollouts hold after that many calls each.
-    ``unique``: each extending call's tool output its own words (as real ones: nothing cached renders or
-    tokenises it), not the same output in every rollout."""
+    ``unique``: each extending call's tool output its own (``bench/proxy.py``'s ``tool_output``: as real ones,
+    nothing cached renders or tokenises it), not the same output in every rollout."""
     import gc
 
     if heap == "verl":
@@ -72,7 +71,10 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
     AsgiCall = asgi.AsgiCall
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from proxy import AGENT_TOOLS, ANSWER, agent_history  # the bench's own body and answer
+    import proxy as bench  # the bench's own body, answer and tool outputs
+    from proxy import AGENT_TOOLS, ANSWER, agent_history, tool_output
+
+    bench.UNIQUE_OUTPUTS = unique or live is not None  # the memory of open rollouts: each output its own
 
     class ChunkedEngine(Engine):
         """The answer at once, in vLLM's chunks, a loop turn apart."""
@@ -95,9 +97,8 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
         return done.status, done.content
 
     async def one_rollout(app, answer: str, counts: list[int], took: list[float] | None = None,
-                          calls: int = CALLS_PER_ROLLOUT, finish: bool = True, unique: bool = False) -> int:
-        """One rollout's calls (then its finish); the bytes of its requests and answers. ``unique``: each tool
-        output its own words (as real ones are: no token cache shares them between rollouts)."""
+                          calls: int = CALLS_PER_ROLLOUT, finish: bool = True) -> int:
+        """One rollout's calls (then its finish); the bytes of its requests and answers."""
         status, created = await call(app, "POST", "/rollouts", ADMIN, b'{"metadata": {}}')
         assert status == 200, created
         created = orjson.loads(created)
@@ -114,11 +115,8 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
             if took is not None:
                 took.append(time.perf_counter() - began)
             if kind == "extend":
-                lines = ("".join(f"line {secrets.token_hex(4)} of log\n" for _ in range(30)) if unique
-                         else "line of log\n" * 30)
-                output = f"output of step {turn}: " + lines
                 messages = messages + [{"role": "assistant", "content": answer},
-                                       {"role": "user", "content": output}]
+                                       {"role": "user", "content": tool_output(turn)}]
         if finish:
             status, _ = await call(app, "POST", f"/rollouts/{created['id']}/finish", ADMIN, b'{"reward": 0.0}')
             assert status == 200
@@ -126,7 +124,7 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
 
     async def loop_one(app, stop_at: float, answer: str, counts: list[int], took: list[float] | None = None) -> None:
         while time.perf_counter() < stop_at:
-            await one_rollout(app, answer, counts, took, unique=unique)
+            await one_rollout(app, answer, counts, took)
 
     async def live_memory(app, rollouts: int, calls: int) -> dict:
         """RSS per open rollout after ``calls`` calls each (``streams`` rollouts at a time, none finished): the
@@ -138,7 +136,7 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
 
         async def opened() -> int:
             async with slots:
-                return await one_rollout(app, ANSWER, [0], calls=calls, finish=False, unique=True)
+                return await one_rollout(app, ANSWER, [0], calls=calls, finish=False)
         def settled() -> int:  # what Python holds, without the template's caches
             for cache in ("_turns", "_texts"):
                 getattr(app.service.template, cache).clear()
