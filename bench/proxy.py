@@ -25,8 +25,8 @@ import argparse
 import asyncio
 import contextlib
 import os
+import random
 import re
-import secrets
 import shutil
 import signal
 import socket
@@ -355,6 +355,12 @@ UNIQUE_OUTPUTS = False
 sends the same outputs, which the proxy's text and token caches then serve without rendering or tokenising)."""
 
 
+_OUTPUT_DRAWS = random.Random(int.from_bytes(os.urandom(8), "big"))
+"""The unique outputs' words and numbers: a generator seeded once per process from the OS (no two processes, rollouts
+or calls send the same output), not ``secrets``: an OS read per draw cost ~25% of the in-process bench's CPU."""
+_OUTPUT_WORDS: list[str] = []
+
+
 OUTPUTS_OWN = " of its own (new words every call, as real tool outputs: nothing cached renders or tokenises it)"
 
 
@@ -362,9 +368,10 @@ def tool_output(step: int) -> str:
     """The tool output an extending call sends back for ``step``: with ``UNIQUE_OUTPUTS``, 30 lines of words drawn
     from the system prompt and a number (~4 characters a token, like logs or prose; random hex would be ~2)."""
     if UNIQUE_OUTPUTS:
-        words = AGENT_SYSTEM.split()
-        return f"output of step {step}: " + "".join(
-            f"{secrets.randbelow(10_000)} {' '.join(secrets.choice(words) for _ in range(4))}\n" for _ in range(30))
+        words = _OUTPUT_WORDS or _OUTPUT_WORDS.extend(AGENT_SYSTEM.split()) or _OUTPUT_WORDS
+        draw = _OUTPUT_DRAWS
+        lines = (f"{draw.randrange(10_000)} {' '.join(draw.choices(words, k=4))}\n" for _ in range(30))
+        return f"output of step {step}: " + "".join(lines)
     return f"output of step {step}: " + "line of log\n" * 30
 
 
