@@ -46,13 +46,15 @@ ADMIN = "bench-admin-token"
 
 
 def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: str = "settled",
-          live: tuple[int, int] | None = None, unique: bool = False) -> dict:
+          live: tuple[int, int] | None = None, unique: bool = False, wide: tuple[int, int] | None = None) -> dict:
     """One measurement, in this process, of the openforgerl on ``sys.path``. ``heap`` "verl": veRL's agent-loop
     module imported first (torch, veRL, Ray: the heap of the worker the training loop's proxies run in);
     ``gc_mode`` "settled": the heap settled as `forge proxy` does once built, "default": Python's GC as is.
     ``live`` (rollouts, calls): instead, the memory that many open rollouts hold after that many calls each.
     ``unique``: each extending call's tool output its own (``bench/proxy.py``'s ``tool_output``: as real ones,
-    nothing cached renders or tokenises it), not the same output in every rollout."""
+    nothing cached renders or tokenises it), not the same output in every rollout. ``wide`` (rollouts, calls):
+    instead, CPU per call of that many open rollouts taking turns, one extending call each a turn (``streams`` at
+    a time), until each made that many; measured over the second half of the turns."""
     import gc
 
     if heap == "verl":
@@ -74,7 +76,7 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
     import proxy as bench  # the bench's own body, answer and tool outputs
     from proxy import AGENT_TOOLS, ANSWER, agent_history, tool_output
 
-    bench.UNIQUE_OUTPUTS = unique or live is not None  # the memory of open rollouts: each output its own
+    bench.UNIQUE_OUTPUTS = unique or live is not None or wide is not None  # open rollouts: each output its own
 
     class ChunkedEngine(Engine):
         """The answer at once, in vLLM's chunks, a loop turn apart."""
@@ -151,6 +153,35 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
         return {"rollouts": rollouts, "calls": calls, "kb_per_rollout": (heap_after - heap) / rollouts / 1024,
                 "raw_kb_per_rollout": statistics.mean(raw) / 1024, "ratio": (heap_after - heap) / sum(raw)}
 
+    async def taking_turns(app, rollouts: int, calls: int) -> dict:
+        """CPU per call of ``rollouts`` open rollouts taking turns: every rollout's history is in every turn, so
+        the template's shared caches, once the histories outgrow them, keep turning over."""
+        slots = asyncio.Semaphore(streams)
+        tokens, histories = [], []
+        for _ in range(rollouts):
+            status, created = await call(app, "POST", "/rollouts", ADMIN, b'{"metadata": {}}')
+            assert status == 200, created
+            tokens.append(orjson.loads(created)["token"])
+            histories.append(agent_history(0))
+
+        async def turn(i: int, step: int) -> None:
+            async with slots:
+                body = orjson.dumps({"model": "smollm2", "messages": histories[i], "tools": AGENT_TOOLS,
+                                     "stream": True, "max_tokens": 64})
+                status, sent = await call(app, "POST", "/v1/chat/completions", tokens[i], body)
+                assert status == 200 and sent.endswith(b"data: [DONE]\n\n"), sent[-300:]
+                histories[i] = histories[i] + [{"role": "assistant", "content": ANSWER},
+                                               {"role": "user", "content": tool_output(step)}]
+        cpu = wall = 0.0
+        for step in range(calls):
+            if step == calls // 2:
+                cpu, wall = time.process_time(), time.perf_counter()
+            await asyncio.gather(*(turn(i, step) for i in range(rollouts)))
+        measured = rollouts * (calls - calls // 2)
+        return {"rollouts": rollouts, "calls": calls, "cpu_ms": (time.process_time() - cpu) / measured * 1000,
+                "calls_s": measured / (time.perf_counter() - wall),
+                "history_kb": statistics.mean(len(orjson.dumps(h)) for h in histories) / 1024}
+
     async def main() -> dict:
         with tempfile.TemporaryDirectory(prefix="forge-bench-app-") as tmp:
             config = ProxyConfig(admin_token=ADMIN, model="smollm2", data_dir=tmp)
@@ -159,8 +190,8 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
                 server.settle_heap()  # as `forge proxy` does once built: the start-up heap frozen, its GC thresholds
             template = app.service.template
             app.service.engine = ChunkedEngine(template.encode(ANSWER) + [min(template.stop_ids)])
-            if live is not None:
-                got = await live_memory(app, *live)
+            if live is not None or wide is not None:
+                got = await (live_memory(app, *live) if live is not None else taking_turns(app, *wide))  # type: ignore[misc]
                 await app.service.aclose()
                 app.registry.close()
                 return got
@@ -193,12 +224,14 @@ def child(kind: str, seconds: float, streams: int, heap: str = "app", gc_mode: s
 
 
 def start(checkout: Path, kind: str, seconds: float, streams: int, heap: str = "app",
-          gc_mode: str = "settled", live: str | None = None, unique: bool = False) -> subprocess.Popen:
+          gc_mode: str = "settled", live: str | None = None, unique: bool = False,
+          wide: str | None = None) -> subprocess.Popen:
     """``child`` in a fresh interpreter importing ``checkout``'s openforgerl."""
     env = dict(os.environ, PYTHONPATH=str(checkout))
     return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", kind, "--seconds",
                              str(seconds), "--streams", str(streams), "--heap", heap, "--gc", gc_mode,
-                             *(["--live", live] if live else []), *(["--unique"] if unique else [])], env=env,
+                             *(["--live", live] if live else []), *(["--wide", wide] if wide else []),
+                             *(["--unique"] if unique else [])], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=checkout)
 
 
@@ -226,17 +259,24 @@ def main() -> None:
     parser.add_argument("--live", metavar="ROLLOUTS,CALLS",
                         help="memory of open rollouts: ROLLOUTS of CALLS extending calls each, none finished (this "
                              "checkout, and --against REV's; the section 'Live rollouts in memory' of --out)")
+    parser.add_argument("--wide", metavar="ROLLOUTS,CALLS",
+                        help="CPU per call of ROLLOUTS open rollouts taking turns until each made CALLS extending "
+                             "calls (this checkout and --against REV's at once; the section 'Many open rollouts "
+                             "taking turns' of --out)")
     parser.add_argument("--worker-heap", action="store_true",
                         help="the app in a veRL agent-loop worker's heap: Python's GC as is vs settled (the section "
                              "'The proxy in an agent-loop worker's heap' of --out)")
     args = parser.parse_args()
     if args.child:
         live = tuple(int(x) for x in args.live.split(",")) if args.live else None
+        wide = tuple(int(x) for x in args.wide.split(",")) if args.wide else None
         print(json.dumps(child(args.child, args.seconds, args.streams, args.heap, args.gc, live,  # type: ignore[arg-type]
-                               args.unique)))
+                               args.unique, wide)))  # type: ignore[arg-type]
         return
     if args.live:
         return live_main(args)
+    if args.wide:
+        return wide_main(args)
     if args.worker_heap:
         return worker_heap_main(args)
     sys.path.insert(0, str(ROOT / "bench"))
@@ -322,6 +362,48 @@ def live_main(args) -> None:
                 "that over the bytes of the requests and answers they sent (as the "
                 "stored-bytes goal counts them). Medians of the rounds.", ""]
         bench.write_section(Path(args.out), LIVE_BEGIN, LIVE_END, head + lines)
+
+
+WIDE_BEGIN, WIDE_END = "<!-- wide:begin -->", "<!-- wide:end -->"
+
+
+def wide_main(args) -> None:
+    """CPU per call of many open rollouts taking turns: this checkout and ``--against REV``'s at once, per round."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import proxy as bench
+
+    rows = []
+    with contextlib.ExitStack() as trees:
+        paths = {"this": ROOT}
+        if args.against:
+            tree, short = trees.enter_context(bench.worktree(args.against))
+            paths[short] = tree
+        for round_ in range(args.rounds):
+            procs = {name: start(checkout, "extend", 0, args.streams, wide=args.wide)
+                     for name, checkout in paths.items()}
+            rows += [(name, result(proc, paths[name], 300)) for name, proc in procs.items()]
+            print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
+    ref = list(paths)[-1]
+    lines = ["| app | open rollouts | calls each | history at the end | calls/s | CPU ms/call, second half | "
+             f"per round | vs {ref} |", "|---|---:|---:|---:|---:|---:|---|---:|"]
+    for name in paths:
+        runs, refs = [r for n, r in rows if n == name], [r for n, r in rows if n == ref]
+        ratio = statistics.median(r["cpu_ms"] / b["cpu_ms"] for r, b in zip(runs, refs, strict=True))
+        lines.append(f"| {name} | {runs[0]['rollouts']} | {runs[0]['calls']} | {runs[0]['history_kb']:.0f} kB | "
+                     f"{statistics.median(r['calls_s'] for r in runs):.0f} | "
+                     f"{statistics.median(r['cpu_ms'] for r in runs):.3f} | "
+                     + " ".join(f"{r['cpu_ms']:.3f}" for r in runs) + f" | {ratio:.2f}x |")
+    print("\n".join(lines))
+    if args.out:
+        head = ["## Many open rollouts taking turns: extending traffic", "",
+                f"`bench/proxy_app.py --wide {args.wide}{' --against ' + args.against if args.against else ''} "
+                f"--rounds {args.rounds}` ({os.cpu_count()} cores; both apps at once, one per core). The app driven "
+                "in one process (the 21 kB agent body; each tool output its own words): that many rollouts open "
+                f"at once, taking turns ({args.streams} calls at a time), one extending call each a turn, as a "
+                "training step's rollouts do; CPU per call over the second half of the turns, when every call "
+                "brings a long history (each call renders its whole history: from the template's text cache, "
+                "shared by all rollouts and bounded, or by rendering it again).", ""]
+        bench.write_section(Path(args.out), WIDE_BEGIN, WIDE_END, head + lines)
 
 
 WORKER_BEGIN, WORKER_END = "<!-- worker-heap:begin -->", "<!-- worker-heap:end -->"

@@ -20,6 +20,8 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
+from openforgerl.rollout.proxy import slots
+
 ENCODE_SAMPLES = ["", "hello world", "  two  spaces\n\n\ttab", "déjà vu 😀 漢字", "x = f(1, 2)  # 123456789",
                   "<tool_call>\n{\"name\": \"ls\"}\n</tool_call>", " " * 9 + "end"]
 """Texts on which tokenizers' ``encode_batch_fast`` must give ``encode``'s ids before the proxy uses it."""
@@ -30,6 +32,11 @@ TURN_CACHE_ENTRIES, TURN_CACHE_IDS = 8192, 1_000_000
 earlier turns. A million ids are ~40 MB of Python ints at most."""
 TEXT_CACHE_ENTRIES, TEXT_CACHE_CHARS = 8192, 16_000_000
 """Runs of messages whose rendered text is kept, and their characters in all (oldest out first)."""
+SHAPE_CACHE_ENTRIES = 4096
+"""Shapes of message runs (see ``slots``) whose pieces are kept: a tool result, an answer, an answer calling a
+given function... A shape holds no text of a message."""
+USE_SLOTS = os.environ.get("FORGE_PROXY_SLOTS", "1") != "0"
+"""Render a run whose texts are new through its shape when the template allows (``slots``); 0: always Jinja."""
 CHECK_RENDER = os.environ.get("FORGE_PROXY_CHECK_RENDER", "") not in ("", "0")
 """Debug: render every prompt in full too and fail on any difference from the incremental render."""
 
@@ -206,6 +213,9 @@ class HFChatTemplate(ChatTemplate):
         self._max_chars = 0
         self._incremental: bool | None = None
         self._texts: Bounded[bytes, str] = Bounded(TEXT_CACHE_ENTRIES, TEXT_CACHE_CHARS)  # a message run -> text
+        self._shapes: Bounded[bytes, tuple[str | int, ...]] = Bounded(SHAPE_CACHE_ENTRIES, SHAPE_CACHE_ENTRIES * 64)
+        self._slots: bool | None = None
+        """Whether runs render through their shapes (checked per template on ``slots.sample_runs``)."""
         self._anchor_text = self._generation_prompt = ""
         self._direct_decode: bool | None = None
         self._fast_encode: bool | None = None
@@ -247,7 +257,7 @@ class HFChatTemplate(ChatTemplate):
                 end += 1
             run = messages[start:end]
             key = orjson.dumps(run, option=orjson.OPT_SORT_KEYS)
-            parts.append(self._cached(key, functools.partial(self._run_text, run)))
+            parts.append(self._cached(key, functools.partial(self._new_run_text, run)))
             start = end
         if gen:
             parts.append(self._generation_prompt)
@@ -258,6 +268,34 @@ class HFChatTemplate(ChatTemplate):
         if not text.startswith(self._anchor_text):
             raise _NotIncremental
         return text[len(self._anchor_text):]
+
+    def _new_run_text(self, run: list[dict[str, Any]]) -> str:
+        """A run's text, not cached: from its shape's pieces when the template allows, else rendered."""
+        if self._slots is None and self._incremental:  # racing threads compute the same answer
+            self._slots = self._check_slots()
+        if self._slots:
+            shaped = slots.shape(run)
+            if shaped is not None:
+                key = orjson.dumps(shaped[0], option=orjson.OPT_SORT_KEYS)
+                parts = self._shapes.get_or_make(key, functools.partial(slots.pieces, shaped[0], self._run_text))
+                if parts:
+                    return slots.fill(parts, shaped[1])
+        return self._run_text(run)
+
+    def _check_slots(self) -> bool:
+        """Whether runs may render through their shapes: every sample run the template renders through its shape
+        (``slots.pieces`` did not refuse it) must give the text it renders for the run itself."""
+        if not USE_SLOTS:
+            return False
+        try:
+            for run in slots.sample_runs():
+                shaped = slots.shape(run)
+                parts = slots.pieces(shaped[0], self._run_text) if shaped is not None else ()
+                if parts and slots.fill(parts, shaped[1]) != self._run_text(run):  # type: ignore[index]
+                    return False
+            return True
+        except Exception:  # noqa: BLE001  (a template that cannot render the samples: no shapes)
+            return False
 
     def _cached(self, key: bytes, make: Callable[[], str]) -> str:
         return self._texts.get_or_make(key, make)
@@ -392,6 +430,8 @@ class HFChatTemplate(ChatTemplate):
     def prepare(self):
         if self._incremental is None:
             self._incremental = self._check_incremental()
+        if self._slots is None and self._incremental:
+            self._slots = self._check_slots()
         if self._piecewise is None:
             self._piecewise = self._check_piecewise()
         self.max_token_chars()

@@ -1,0 +1,224 @@
+"""A run of messages rendered as its *shape*: the texts it brings (contents, tool-call arguments and ids) as slots.
+
+Real tool outputs and answers are new text on every call, so the template's per-run text cache never serves them:
+each call rendered its new runs through Jinja (~45 us a run here), and under many live rollouts, once the cache
+had turned over, the old runs of every history again. But most templates write such a text out whole, as it is:
+then a run's text is the text of its shape (the same run with a placeholder for each text) with the placeholders
+replaced, and shapes repeat (a tool result, an answer, an answer with a call to a given function).
+
+Key invariant: a shape's pieces are used only when the template, rendering it, did nothing with a placeholder but
+write it out (concatenated, formatted without a spec, tested for being a non-empty string): the placeholders are
+``Slot`` strings that note any other use (a comparison, ``in``, a method such as ``strip`` or ``split``, ``len``,
+indexing, iteration) while the shape renders, and a placeholder that comes out changed (escaped, JSON-quoted) is
+not found whole. Either way the shape is marked as not slottable and its runs render through the template. A use
+the strings cannot see (one on a string joined from them by ``~``) is what the per-template check on sample texts
+(``SAMPLES``: edge whitespace, the tags templates branch on, quotes, braces) is there to catch.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+MARK = "\ue000"
+"""Starts every placeholder; a run whose texts hold it is rendered through the template."""
+_END = "\ue001"
+_PLACEHOLDER = re.compile("\ue000\n<&\"'\\\\(\\d+)\ue001")
+"""A placeholder: private-use marks around characters any escaping changes (newline, ``<&"'\\``) and its index."""
+
+
+def placeholder(index: int) -> str:
+    return f"{MARK}\n<&\"'\\{index}{_END}"
+
+
+_noted = threading.local()
+"""The uses of placeholders seen while this thread renders a shape (None when it renders none)."""
+_WRITTEN = frozenset({"__str__", "__format__", "__add__", "__radd__", "__bool__", "__getnewargs__", "__new__",
+                      "__init__", "__getattribute__", "__setattr__", "__delattr__", "__init_subclass__",
+                      "__subclasshook__", "__reduce__", "__reduce_ex__", "__sizeof__", "__dir__", "__class__",
+                      "__doc__", "__getstate__"})
+"""What writing a text out uses (and what Python itself calls on any object): everything else of ``str`` is noted."""
+
+
+def _note(use: str) -> None:
+    seen = getattr(_noted, "uses", None)
+    if seen is not None:
+        seen.append(use)
+
+
+class Slot(str):
+    """A placeholder that notes every use of it but writing it out (``_WRITTEN``). Concatenating keeps the note
+    taking: ``content + '\\n'`` is a ``Slot`` too, so a ``strip`` of it is seen."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return self
+
+    def __format__(self, spec: str) -> str:
+        if spec:
+            _note("__format__")
+        return self
+
+    def __add__(self, other: str) -> Slot:
+        return Slot(str.__add__(self, other))
+
+    def __radd__(self, other: str) -> Slot:
+        return Slot(str.__add__(other, self))
+
+    def __bool__(self) -> bool:  # only non-empty texts get placeholders
+        return True
+
+
+def _noting(name: str) -> Callable[..., Any]:
+    own = getattr(str, name)
+
+    def noted(self: Slot, *args: Any, **kwargs: Any) -> Any:
+        _note(name)
+        return own(self, *args, **kwargs)
+    return noted
+
+
+for _name in dir(str):
+    if _name not in _WRITTEN and callable(getattr(str, _name)):
+        setattr(Slot, _name, _noting(_name))
+
+
+def shape(run: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]] | None:
+    """``run`` with each non-empty text (content, tool-call arguments and ids, tool_call_id) a placeholder, and
+    the texts in placeholder order; None when there is nothing to put in a slot or a text holds ``MARK``."""
+    texts: list[str] = []
+
+    def slot(text: Any) -> Any:
+        if not isinstance(text, str) or not text:
+            return text
+        if MARK in text:
+            raise _Unslottable
+        texts.append(text)
+        return placeholder(len(texts) - 1)
+    try:
+        shaped = []
+        for message in run:
+            message = dict(message)
+            for key in ("content", "tool_call_id"):
+                if key in message:
+                    message[key] = slot(message[key])
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                message["tool_calls"] = [_call_shape(call, slot) for call in calls]
+            shaped.append(message)
+    except _Unslottable:
+        return None
+    return (shaped, texts) if texts else None
+
+
+def _call_shape(call: Any, slot: Callable[[Any], Any]) -> Any:
+    if not isinstance(call, dict):
+        return call
+    call = dict(call)
+    if "id" in call:
+        call["id"] = slot(call["id"])
+    function = call.get("function")
+    if isinstance(function, dict) and "arguments" in function:
+        call["function"] = {**function, "arguments": slot(function["arguments"])}
+    return call
+
+
+class _Unslottable(Exception):
+    pass
+
+
+def _as_slots(value: Any) -> Any:
+    """The shaped run with its placeholders as ``Slot`` strings (what the template renders)."""
+    if isinstance(value, dict):
+        return {k: _as_slots(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_slots(v) for v in value]
+    if isinstance(value, str) and not isinstance(value, Slot) and _PLACEHOLDER.fullmatch(value):
+        return Slot(value)
+    return value
+
+
+def pieces(shaped: list[dict[str, Any]], render: Callable[[list[dict[str, Any]]], str]) -> tuple[str | int, ...]:
+    """The text ``render`` gives for ``shaped`` as literal pieces and placeholder indexes, in order; () when the
+    template used a placeholder for more than writing it out, changed one (escaped it, dropped a text it did write),
+    or failed on the shape. Checked by rendering the shape again with other texts in the slots: the pieces
+    filled with those must give that render's text."""
+    first = _render_noting(shaped, render)
+    if first is None:
+        return ()
+    split: list[str | int] = list(_PLACEHOLDER.split(first))
+    for at in range(1, len(split), 2):
+        split[at] = int(split[at])
+    parts = tuple(split)
+    if any(MARK in part or _END in part for part in parts[::2]):  # type: ignore[operator]
+        return ()  # a placeholder came out changed
+    others = [_other(i) for i in range(_count(shaped))]
+    second = _render_noting(_replaced(shaped, others), render)
+    return parts if second is not None and second == fill(parts, others) else ()
+
+
+def _render_noting(shaped: Any, render: Callable[[list[dict[str, Any]]], str]) -> str | None:
+    """``render`` of the shape with its placeholders as ``Slot`` strings; None when it noted a use or failed."""
+    _noted.uses = []
+    try:
+        text = render(_as_slots(shaped))
+        used = _noted.uses
+    except Exception:  # noqa: BLE001  (a template that cannot render the placeholders: the run renders as is)
+        return None
+    finally:
+        _noted.uses = None
+    return None if used else str.__str__(text)
+
+
+def _other(index: int) -> str:
+    """A second text for slot ``index``: of another length, and changed by any escaping too."""
+    return f"\ue002\t<>&\"\\ {index} {index}\ue003"
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, dict):
+        return sum(_count(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_count(v) for v in value)
+    return int(isinstance(value, str) and _PLACEHOLDER.fullmatch(value) is not None)
+
+
+def _replaced(value: Any, texts: list[str]) -> Any:
+    """The shape with each placeholder's text ``texts``'s of its index, a ``Slot`` too."""
+    if isinstance(value, dict):
+        return {k: _replaced(v, texts) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replaced(v, texts) for v in value]
+    found = _PLACEHOLDER.fullmatch(value) if isinstance(value, str) else None
+    return Slot(texts[int(found.group(1))]) if found else value
+
+
+def fill(parts: tuple[str | int, ...], texts: list[str]) -> str:
+    """The run's text: ``parts`` with each placeholder's own text in its place."""
+    return "".join([texts[part] if type(part) is int else part for part in parts])  # type: ignore[misc]
+
+
+SAMPLES = [" leading", "trailing \n", "\n\nboth\t ", "</think>after", "<think>why</think>\nso",
+           "<tool_response>\nr\n</tool_response>", "<tool_call>\n{\"name\": \"x\"}\n</tool_call>",
+           "a \"quote\" 'and' \\ back", "{{ x }} {% raw %} {#", "UPPER lower Title", "d\u00e9j\u00e0 \U0001f600 \u6f22",
+           "user", "assistant", "tool", "system", "<|im_end|>", "x" * 300, "\n", " "]
+"""Texts each run of the per-template check brings: a template may branch on or change any of them."""
+
+
+def sample_runs() -> list[list[dict[str, Any]]]:
+    """Runs of every role with ``SAMPLES`` as contents, tool-call arguments and ids: the texts of a template that
+    renders a sample through its shape must equal the texts it renders for the sample itself."""
+    runs: list[list[dict[str, Any]]] = []
+    for i, text in enumerate(SAMPLES):
+        other = SAMPLES[-1 - i]
+        runs += [[{"role": "user", "content": text}], [{"role": "assistant", "content": text}],
+                 [{"role": "system", "content": text}],
+                 [{"role": "tool", "tool_call_id": other, "content": text},
+                  {"role": "tool", "tool_call_id": "call_2", "content": other}],
+                 [{"role": "assistant", "content": other, "tool_calls": [
+                     {"id": text, "type": "function", "function": {"name": "shell", "arguments": text}},
+                     {"id": "call_2", "type": "function", "function": {"name": "ls", "arguments": '{"p": 1}'}}]}]]
+    return runs

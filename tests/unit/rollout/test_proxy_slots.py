@@ -1,0 +1,127 @@
+"""Runs rendered through their shapes give the template's own text, and templates that use a text for more than
+writing it out render such runs through Jinja.
+
+New tool outputs and answers come on every call; the proxy renders their runs as a cached shape with the texts
+put in (``slots``). A wrong text here is a wrong prompt for the policy, so every template below is compared with
+its full render on texts it branches on or changes.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from openforgerl.rollout.proxy import slots
+from openforgerl.rollout.proxy.template import HFChatTemplate
+from openforgerl.testing.proxy import policy_template
+
+HEAD = ("{% for m in messages %}{% if loop.first %}<|im_start|>system\n{{ m.content }}<|im_end|>\n"
+        "{% else %}<|im_start|>{{ m.role }}\n")
+TAIL = "<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+USING = {  # what each template does with a message's content, and whether shapes stay on for it
+    "writes it": ("{{ m.content }}", True),
+    "strips it": ("{{ m.content | trim }}", True),
+    "branches on a tag in it": ("{% if '</think>' in m.content %}{{ m.content.split('</think>')[-1] }}"
+                                "{% else %}{{ m.content }}{% endif %}", True),
+    "checks how it starts": ("{% if m.content.startswith('<tool_response>') %}T:{% endif %}{{ m.content }}", True),
+    "writes it as JSON": ("{{ m.content | tojson }}", True),
+    "writes it as ASCII JSON": ("{{ m.content | tojson(ensure_ascii=True) }}", True),
+    "measures it": ("{% if m.content | length > 5 %}long {% endif %}{{ m.content }}", True),
+    "adds to it, then strips": ("{{ (m.content + '\n') | trim }}", True),
+    "joins it with ~, then strips": ("{{ ('\n' ~ m.content ~ '\n') | trim }}", False),
+    "escapes it": ("{{ m.content | e }}", True),
+}
+TEXTS = ["plain", " lead and trail \n", "<think>x</think>\nanswer", "<tool_response>\nr\n</tool_response>",
+         'quote " \\ <&>', "d\u00e9j\u00e0 \U0001f600", "abcdefgh", "ab", "\n"]
+
+
+def template(body: str) -> HFChatTemplate:
+    tokenizer = deepcopy(policy_template().tokenizer)
+    tokenizer.chat_template = HEAD + body.replace("m.content", "(m.content or '')") + TAIL
+    return HFChatTemplate(tokenizer)
+
+
+@pytest.fixture(scope="module")
+def policy() -> HFChatTemplate:
+    template = policy_template()
+    assert isinstance(template, HFChatTemplate)
+    template.prepare()
+    return template
+
+
+def test_the_policy_template_renders_new_runs_through_their_shapes(policy):
+    """The shipped template writes contents, arguments and ids out whole: new runs come from a few shapes."""
+    assert policy._slots is True
+    messages = [{"role": "system", "content": "s"}]
+    for i in range(20):
+        messages += [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": "ls", "arguments": f'{{"p": {i}}}'}}]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": f"file {i}\n" * i},
+            {"role": "user", "content": f"next {i}"}]
+    policy._texts.clear()
+    policy._shapes.clear()
+    assert policy.render(messages, None, True) == policy.full_render(messages, None, True)
+    assert 2 <= len(policy._shapes._values) <= 4  # one tool-call answer, one tool result, one user turn (+ empty)
+
+
+@pytest.mark.parametrize("use", USING)
+def test_a_template_that_uses_a_text_renders_it_as_a_full_render_does(use):
+    body, shapes = USING[use]
+    odd = template(body)
+    odd.prepare()
+    assert odd._incremental is True
+    assert odd._slots is shapes  # on unless the per-template check saw a difference
+    for text in TEXTS:
+        for role in ("user", "assistant", "tool"):
+            messages = [{"role": "system", "content": "s"}, {"role": role, "content": text},
+                        {"role": "user", "content": text + text}]
+            assert odd.render(messages, None, True) == odd.full_render(messages, None, True), (use, text, role)
+
+
+def test_a_shape_whose_text_the_template_uses_is_refused_and_one_it_writes_is_kept():
+    odd = template(USING["branches on a tag in it"][0])
+    odd.prepare()
+    refused = slots.shape([{"role": "user", "content": "x"}])
+    assert refused is not None and slots.pieces(refused[0], odd._run_text) == ()
+    plain = template("{{ m.content }}")
+    plain.prepare()
+    kept = slots.shape([{"role": "user", "content": "x"}])
+    assert kept is not None
+    parts = slots.pieces(kept[0], plain._run_text)
+    assert parts == ("<|im_start|>user\n", 0, "<|im_end|>\n")
+    assert slots.fill(parts, ["hello"]) == "<|im_start|>user\nhello<|im_end|>\n"
+
+
+def test_a_text_holding_the_placeholder_mark_renders_through_the_template(policy):
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": f"odd {slots.MARK}\n<&\"'\\0\ue001"}]
+    assert slots.shape(messages[1:]) is None
+    assert policy.render(messages, None, True) == policy.full_render(messages, None, True)
+
+
+def test_shapes_off_by_setting(monkeypatch):
+    from openforgerl.rollout.proxy import template as template_module
+
+    monkeypatch.setattr(template_module, "USE_SLOTS", False)
+    plain = template("{{ m.content }}")
+    plain.prepare()
+    assert plain._slots is False
+
+
+text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(contents=st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool"]), text), min_size=1, max_size=8),
+       use=st.sampled_from(sorted(USING)))
+def test_any_texts_render_as_the_full_render_does(contents, use):
+    """Whatever the texts, with the text cache cold (each run from its shape or Jinja)."""
+    odd = TEMPLATES.get(use) or TEMPLATES.setdefault(use, template(USING[use][0]))
+    messages = [{"role": "system", "content": "s"}, *({"role": r, "content": c} for r, c in contents)]
+    odd._texts.clear()
+    assert odd.render(messages, None, True) == odd.full_render(messages, None, True)
+
+
+TEMPLATES: dict[str, HFChatTemplate] = {}
