@@ -86,14 +86,20 @@ for _name in dir(str):
         setattr(Slot, _name, _noting(_name))
 
 
+SHORT = 64
+"""Other values a shape may hold (a role, a function's name): longer ones would make a shape per call."""
+
+
 def shape(run: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]] | None:
     """``run`` with each non-empty text (content, tool-call arguments and ids, tool_call_id) a placeholder, and
-    the texts in placeholder order; None when there is nothing to put in a slot or a text holds ``MARK``."""
+    the texts in placeholder order; None when there is nothing to put in a slot, a text holds ``MARK``, or the
+    run holds other values that are not short (arguments as an object: a template writes them as JSON its own
+    way; reasoning text...): its shape would be new on every call, and cost two renders instead of one."""
     texts: list[str] = []
 
     def slot(text: Any) -> Any:
         if not isinstance(text, str) or not text:
-            return text
+            return _short(text)
         if MARK in text:
             raise _Unslottable
         texts.append(text)
@@ -101,29 +107,30 @@ def shape(run: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]] |
     try:
         shaped = []
         for message in run:
-            message = dict(message)
-            for key in ("content", "tool_call_id"):
-                if key in message:
-                    message[key] = slot(message[key])
-            calls = message.get("tool_calls")
-            if isinstance(calls, list):
-                message["tool_calls"] = [_call_shape(call, slot) for call in calls]
+            message = {key: slot(value) if key in ("content", "tool_call_id") else
+                       [_call_shape(call, slot) for call in value] if key == "tool_calls" and isinstance(value, list)
+                       else _short(value) for key, value in message.items()}
             shaped.append(message)
     except _Unslottable:
         return None
     return (shaped, texts) if texts else None
 
 
+def _short(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= SHORT):
+        return value
+    raise _Unslottable
+
+
 def _call_shape(call: Any, slot: Callable[[Any], Any]) -> Any:
     if not isinstance(call, dict):
-        return call
-    call = dict(call)
-    if "id" in call:
-        call["id"] = slot(call["id"])
+        raise _Unslottable
     function = call.get("function")
-    if isinstance(function, dict) and "arguments" in function:
-        call["function"] = {**function, "arguments": slot(function["arguments"])}
-    return call
+    if not isinstance(function, dict) or not isinstance(function.get("arguments", ""), str):
+        raise _Unslottable
+    return {key: slot(value) if key == "id" else
+            {k: slot(v) if k == "arguments" else _short(v) for k, v in value.items()} if key == "function"
+            else _short(value) for key, value in call.items()}
 
 
 class _Unslottable(Exception):

@@ -95,6 +95,19 @@ def test_a_shape_whose_text_the_template_uses_is_refused_and_one_it_writes_is_ke
     assert slots.fill(parts, ["hello"]) == "<|im_start|>user\nhello<|im_end|>\n"
 
 
+def test_a_run_with_arguments_as_an_object_or_a_long_value_has_no_shape(policy):
+    """Canonical tool calls carry arguments as an object, which a template writes as JSON its own way: such a run
+    (and one holding a long value besides its texts) renders through the template, as its shape would be new on
+    every call."""
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": {"p": "."}}}
+    for run in ([{"role": "assistant", "content": "x", "tool_calls": [call]}],
+                [{"role": "assistant", "content": "x", "reasoning_content": "why " * 40}]):
+        assert slots.shape(run) is None
+        messages = [{"role": "system", "content": "s"}, *run]
+        assert policy.render(messages, None, True) == policy.full_render(messages, None, True)
+    assert slots.shape([{"role": "tool", "tool_call_id": "c1", "content": "out"}]) is not None
+
+
 def test_a_text_holding_the_placeholder_mark_renders_through_the_template(policy):
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": f"odd {slots.MARK}\n<&\"'\\0\ue001"}]
     assert slots.shape(messages[1:]) is None
