@@ -21,6 +21,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from openforgerl.rollout.proxy.conversation import ContextTooLong
 from openforgerl.rollout.proxy.template import ChatTemplate
 from openforgerl.rollout.proxy.tool_parser import ToolParser
@@ -99,6 +101,16 @@ class Head:
     text per live rollout; recovered heads have none): a call extending it compares its text's start with
     this instead of hashing it, and hashes only what it adds (``hasher``: the SHA-1 after this text)."""
     hasher: Any = None
+    messages_sha: str | None = None
+    """``messages_sha`` of the tools and messages ``text`` was rendered from (kept with ``text``): a call whose
+    first ``n_messages`` messages give the same renders only the rest (``ChatTemplate.render_after``)."""
+
+
+def messages_sha(hasher: Any, messages: list[dict[str, Any]]) -> None:
+    """Go on with ``hasher`` over ``messages``, one by one (so the state after a list's first messages is the state
+    of those messages alone)."""
+    for message in messages:
+        hasher.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))
 
 
 @dataclass
@@ -115,6 +127,7 @@ class Plan:
     n_messages: int
     text: str | None = None  # the prompt text and its hash's state, for the head this call leaves
     hasher: Any = None
+    messages_sha: str | None = None  # of the tools and messages ``text`` was rendered from
 
     def head_info(self) -> dict[str, Any]:
         return {"len": self.text_len, "sha": self.text_sha, "n": self.n_messages}
@@ -141,21 +154,44 @@ class Lineage:
         """The prompt of a call (thread-safe against the event loop: it reads only ``heads`` and the first,
         never-changing ids of segments). Raises ``ContextTooLong`` when the prompt has ``limit`` tokens or
         more (0: unchecked), by its length in characters before tokenising anything."""
-        text = self.template.render(messages, tools, True)
+        text, sha = self._render(messages, tools, heads)
         if limit and len(text) > limit * self.template.max_token_chars() * SLACK:
             raise ContextTooLong(int(len(text) / (self.template.max_token_chars() * SLACK)), limit, at_least=True)
         for head in heads:
             plan = self._extend(head, messages, text, trajectory, limit)
             if plan is not None:
-                return plan
+                return dataclasses.replace(plan, messages_sha=sha)
         hasher = hashlib.sha1(utf8(text))
-        info = (len(text), hasher.hexdigest(), len(messages), text, hasher)
+        info = (len(text), hasher.hexdigest(), len(messages), text, hasher, sha)
         ids = self.template.encode_prompt(text, limit)
         check_fits(len(ids), limit, stopped_early=True)
         if not trajectory.segments:
             return Plan("clean", ids, None, ids, None, *info)
         base = shared_base(ids, heads, trajectory)
         return Plan("fork", ids, base, ids[base[1]:] if base else ids, None, *info)
+
+    def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                heads: list[Head]) -> tuple[str, str | None]:
+        """The prompt text and ``messages_sha`` of the tools and messages (None: they cannot be written as JSON).
+        When the head that keeps its text was rendered from this call's first messages (same hash), only the
+        rest is rendered: a call's cost does not grow with its history's runs (at scale the template's text cache
+        turns over, and every run of a history was rendered again)."""
+        try:
+            hasher = hashlib.sha1(orjson.dumps(tools or None, option=orjson.OPT_SORT_KEYS))
+            done, text = 0, None
+            for head in heads:
+                kept, sha, n = head.text, head.messages_sha, head.n_messages  # each read once (see ``snapshot``)
+                if kept is not None and sha is not None and 0 < n < len(messages):
+                    messages_sha(hasher, messages[:n])
+                    done = n
+                    if hasher.hexdigest() == sha:
+                        text = self.template.render_after(kept, messages, n, tools)
+                    break
+            messages_sha(hasher, messages[done:])
+            sha = hasher.hexdigest()
+        except TypeError:  # a value orjson cannot write (the template may still render it)
+            sha = None
+        return text if text is not None else self.template.render(messages, tools, True), sha
 
     @staticmethod
     def _same_start(head: Head, text: str) -> tuple[bool, Any]:
@@ -236,7 +272,8 @@ class Lineage:
             segment=record.segment, n_ids=len(trajectory.segments[record.segment]),
             text_len=record.head["len"], text_sha=record.head["sha"], n_messages=record.head["n"],
             answer_ids=answer, ended_on_stop=bool(record.response) and record.response[-1] in self.template.stop_ids,
-            text=kept.text if kept else None, hasher=kept.hasher if kept else None)
+            text=kept.text if kept else None, hasher=kept.hasher if kept else None,
+            messages_sha=kept.messages_sha if kept else None)
         if kept:
             if self._texted is not None:
                 self._texted.text = self._texted.hasher = None

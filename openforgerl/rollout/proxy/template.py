@@ -132,6 +132,12 @@ class ChatTemplate(ABC):
         """The bytes each id decodes to (special ids: none), when decoding is per-token; else None."""
         return None
 
+    def render_after(self, text: str, messages: list[dict[str, Any]], start: int,
+                     tools: list[dict[str, Any]] | None) -> str | None:
+        """``render(messages, tools, True)`` from ``text``, the render of ``messages[:start]`` (the same tools, with
+        the generation prompt), rendering only what comes after ``start``; None when the template cannot."""
+        return None
+
     def encode_prompt(self, text: str, limit: int = 0) -> list[int]:
         """``encode(text)`` for rendered prompts; implementations may cache whole turns, and may stop
         early once they have more than ``limit`` ids (0: no limit), since such a prompt is refused anyway."""
@@ -249,8 +255,12 @@ class HFChatTemplate(ChatTemplate):
         then each run of same-role messages as the text it adds after an anchor system turn, then the
         generation prompt. Valid only for templates ``_check_incremental`` accepted."""
         head_key = orjson.dumps([messages[0], tools or None], option=orjson.OPT_SORT_KEYS)
-        parts = [self._cached(head_key, lambda: self.full_render(messages[:1], tools, False))]
-        start = 1
+        head = self._cached(head_key, lambda: self.full_render(messages[:1], tools, False))
+        return head + self._runs(messages, 1) + (self._generation_prompt if gen else "")
+
+    def _runs(self, messages: list[dict[str, Any]], start: int) -> str:
+        """The text the runs of same-role messages from ``start`` on add (``start`` begins a run)."""
+        parts = []
         while start < len(messages):  # a run of same-role messages renders together (templates merge tool results)
             end = start + 1
             while end < len(messages) and messages[end].get("role") == messages[start].get("role"):
@@ -259,9 +269,21 @@ class HFChatTemplate(ChatTemplate):
             key = orjson.dumps(run, option=orjson.OPT_SORT_KEYS)
             parts.append(self._cached(key, functools.partial(self._new_run_text, run)))
             start = end
-        if gen:
-            parts.append(self._generation_prompt)
         return "".join(parts)
+
+    def render_after(self, text, messages, start, tools):
+        if not self._incremental or not 0 < start < len(messages) or messages[0].get("role") != "system" \
+                or messages[start - 1].get("role") == messages[start].get("role") \
+                or not text.endswith(self._generation_prompt):
+            return None
+        try:
+            after = self._runs(messages, start)
+        except (_NotIncremental, TypeError):
+            return None
+        new = text[:len(text) - len(self._generation_prompt)] + after + self._generation_prompt
+        if CHECK_RENDER and new != self.full_render(messages, tools, True):
+            raise AssertionError("the render after a kept prompt differs from the full render")
+        return new
 
     def _run_text(self, run: list[dict[str, Any]]) -> str:
         text = self.full_render([ANCHOR, *run], None, False)

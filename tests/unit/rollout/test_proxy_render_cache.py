@@ -203,3 +203,40 @@ def test_a_built_proxy_has_made_its_template_checks_before_the_first_call(policy
     assert text == policy.full_render(messages, TOOLS, True)
     assert fresh.encode_prompt(text) == policy.encode(text)
     assert fresh.token_bytes() and fresh.max_token_chars() > 1
+
+
+def test_a_call_extending_the_kept_prompt_renders_only_its_new_messages(policy, monkeypatch):
+    """The rollout's newest head keeps its prompt text and the hash of the messages it came from: a call whose
+    history starts with those messages renders only what follows (the same text as a full render: checked on
+    every call here); an edited history renders in full."""
+    monkeypatch.setattr(template_module, "CHECK_RENDER", True)
+    fresh = HFChatTemplate(policy.tokenizer)
+    full_renders, after = [], []
+    render, render_after = fresh.render, fresh.render_after
+    monkeypatch.setattr(fresh, "render", lambda *a: full_renders.append(len(a[0])) or render(*a))
+    monkeypatch.setattr(fresh, "render_after", lambda *a: after.append(a[2]) or render_after(*a))
+    proxy = InProcessProxy([ScriptTurn(tool_calls=[{"name": "ls", "arguments": {"p": "."}}]),
+                            ScriptTurn(text="Done.")], template=fresh)
+    full_renders.clear()  # the template's own checks, when the proxy was built
+
+    async def loop() -> dict:
+        async with proxy.client() as client:
+            rollout_id, token = await proxy.new_rollout(client)
+            messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "go"}]
+            for i in range(4):
+                answer = await client.post(PATHS["chat"], headers={"authorization": f"Bearer {token}"},
+                                           json={"messages": messages, "tools": TOOLS})
+                assert answer.status_code == 200, answer.text
+                reply = answer.json()["choices"][0]["message"]
+                follow = [{"role": "tool", "tool_call_id": c["id"], "content": f"out {i}\n" * 3}
+                          for c in reply.get("tool_calls") or []] or [{"role": "user", "content": f"next {i}"}]
+                messages = [*messages, reply, *follow]
+            edited = [messages[0], {"role": "user", "content": "edited"}, *messages[2:]]
+            answer = await client.post(PATHS["chat"], headers={"authorization": f"Bearer {token}"},
+                                       json={"messages": edited, "tools": TOOLS})
+            assert answer.status_code == 200, answer.text
+            return await proxy.trajectory(client, rollout_id)
+    trajectory = asyncio.run(loop())
+    assert [c["kind"] for c in trajectory["calls"]] == ["clean"] * 4 + ["fork"]
+    assert after == [2, 4, 6]  # calls 2-4 render after their first 2, 4, 6 messages
+    assert full_renders == [2, 10]  # the first call, and the edited history (its hash differs)
