@@ -394,8 +394,7 @@ class HFChatTemplate(ChatTemplate):
                                          special_tokens=specials)
             samples = [text for text in (*ENCODE_SAMPLES, *_tiktoken_samples(), *(f"a{t} b" for t in specials))
                        if not unsafe.search(text)]
-            if all(encoding.encode(text, allowed_special="all") ==
-                   self._backend.encode(text, add_special_tokens=False).ids for text in samples):
+            if self._gives_encode_ids(lambda text: encoding.encode(text, allowed_special="all"), samples):
                 return encoding, unsafe
         except Exception:  # noqa: BLE001  (a vocabulary tiktoken cannot take: tokenizers it is)
             pass
@@ -407,12 +406,16 @@ class HFChatTemplate(ChatTemplate):
         fast = getattr(backend, "encode_batch_fast", None)
         if backend is None or fast is None:
             return False
-        samples = [*ENCODE_SAMPLES, f"a{self._end_of_turn}\nb"]
         try:
-            return all(fast([text], add_special_tokens=False)[0].ids ==
-                       backend.encode(text, add_special_tokens=False).ids for text in samples)
+            return self._gives_encode_ids(lambda text: fast([text], add_special_tokens=False)[0].ids,
+                                          [*ENCODE_SAMPLES, f"a{self._end_of_turn}\nb"])
         except Exception:  # noqa: BLE001  (a backend that cannot: encode it is)
             return False
+
+    def _gives_encode_ids(self, encode: Callable[[str], list[int]], samples: list[str]) -> bool:
+        """Whether ``encode`` gives the backend's own ``encode`` ids on every sample."""
+        assert self._backend is not None
+        return all(encode(text) == self._backend.encode(text, add_special_tokens=False).ids for text in samples)
 
     def encode_prompt(self, text, limit=0):
         """Encode turn by turn, reusing the ids of turns seen before (system prompts, tool lists), and
