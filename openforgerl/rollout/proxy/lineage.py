@@ -110,7 +110,7 @@ def messages_sha(hasher: Any, messages: list[dict[str, Any]]) -> None:
     """Go on with ``hasher`` over ``messages``, one by one (so the state after a list's first messages is the state
     of those messages alone)."""
     for message in messages:
-        hasher.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))
+        hasher.update(orjson.dumps(message))
 
 
 @dataclass
@@ -177,7 +177,7 @@ class Lineage:
         rest is rendered: a call's cost does not grow with its history's runs (at scale the template's text cache
         turns over, and every run of a history was rendered again)."""
         try:
-            hasher = hashlib.sha1(orjson.dumps(tools or None, option=orjson.OPT_SORT_KEYS))
+            hasher = hashlib.sha1(orjson.dumps(tools or None))
             done, text = 0, None
             for head in heads:
                 kept, sha, n = head.text, head.messages_sha, head.n_messages  # each read once (see ``snapshot``)

@@ -254,7 +254,7 @@ class HFChatTemplate(ChatTemplate):
         """The template's text assembled from cached texts: the system turn (with the tools) rendered alone,
         then each run of same-role messages as the text it adds after an anchor system turn, then the
         generation prompt. Valid only for templates ``_check_incremental`` accepted."""
-        head_key = orjson.dumps([messages[0], tools or None], option=orjson.OPT_SORT_KEYS)
+        head_key = orjson.dumps([messages[0], tools or None])
         head = self._cached(head_key, lambda: self.full_render(messages[:1], tools, False))
         return head + self._runs(messages, 1) + (self._generation_prompt if gen else "")
 
@@ -266,7 +266,7 @@ class HFChatTemplate(ChatTemplate):
             while end < len(messages) and messages[end].get("role") == messages[start].get("role"):
                 end += 1
             run = messages[start:end]
-            key = orjson.dumps(run, option=orjson.OPT_SORT_KEYS)
+            key = orjson.dumps(run)  # keys in their order: a template may write an object (arguments) as it is
             parts.append(self._cached(key, functools.partial(self._new_run_text, run)))
             start = end
         return "".join(parts)
@@ -298,7 +298,7 @@ class HFChatTemplate(ChatTemplate):
         if self._slots:
             shaped = slots.shape(run)
             if shaped is not None:
-                key = orjson.dumps(shaped[0], option=orjson.OPT_SORT_KEYS)
+                key = orjson.dumps(shaped[0])
                 parts = self._shapes.get_or_make(key, functools.partial(slots.pieces, shaped[0], self._run_text))
                 if parts:
                     return slots.fill(parts, shaped[1])

@@ -240,3 +240,15 @@ def test_a_call_extending_the_kept_prompt_renders_only_its_new_messages(policy, 
     assert [c["kind"] for c in trajectory["calls"]] == ["clean"] * 4 + ["fork"]
     assert after == [2, 4, 6]  # calls 2-4 render after their first 2, 4, 6 messages
     assert full_renders == [2, 10]  # the first call, and the edited history (its hash differs)
+
+
+def test_arguments_in_another_order_render_in_that_order(policy):
+    """A template writes a tool call's arguments object as JSON in its keys' order: two calls that differ only in
+    that order are two texts (the caches once keyed runs with sorted keys and gave the second the first's text)."""
+    def answer(arguments: dict) -> list[dict]:
+        return [{"role": "system", "content": "s"}, {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": arguments}}]}]
+    first, second = answer({"a": 1, "b": 2}), answer({"b": 2, "a": 1})
+    for messages in (first, second, first):
+        assert policy.render(messages, None, True) == policy.full_render(messages, None, True)
+    assert policy.render(first, None, True) != policy.render(second, None, True)
