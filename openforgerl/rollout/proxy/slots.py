@@ -17,6 +17,7 @@ the strings cannot see (one on a string joined from them by ``~``) is what the p
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable
@@ -25,12 +26,18 @@ from typing import Any
 MARK = "\ue000"
 """Starts every placeholder; a run whose texts hold it is rendered through the template."""
 _END = "\ue001"
-_PLACEHOLDER = re.compile("\ue000\n<&\"'\\\\(\\d+)\ue001")
-"""A placeholder: private-use marks around characters any escaping changes (newline, ``<&"'\\``) and its index."""
+_PLACEHOLDER = re.compile("\ue000(?:\n<&\"'\\\\(\\d+)|j(\\d+))\ue001")
+"""A placeholder: private-use marks around its index and, for a text written out as it is, characters any escaping
+changes (newline, ``<&"'\\``); for a string inside an arguments object (written as JSON), a ``j`` instead."""
 
 
-def placeholder(index: int) -> str:
-    return f"{MARK}\n<&\"'\\{index}{_END}"
+def placeholder(index: int, in_json: bool = False) -> str:
+    return f"{MARK}j{index}{_END}" if in_json else f"{MARK}\n<&\"'\\{index}{_END}"
+
+
+def json_text(text: str) -> str:
+    """``text`` as a JSON string writes it, without the quotes (what the texts of ``in_json`` slots hold)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
 _noted = threading.local()
@@ -91,19 +98,20 @@ SHORT = 64
 
 
 def shape(run: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]] | None:
-    """``run`` with each non-empty text (content, tool-call arguments and ids, tool_call_id) a placeholder, and
-    the texts in placeholder order; None when there is nothing to put in a slot, a text holds ``MARK``, or the
-    run holds other values that are not short (arguments as an object: a template writes them as JSON its own
-    way; reasoning text...): its shape would be new on every call, and cost two renders instead of one."""
+    """``run`` with each non-empty text (content, tool-call arguments and ids, tool_call_id, the strings of an
+    arguments object) a placeholder, and the texts in placeholder order (an arguments object's strings as JSON
+    writes them); None when there is nothing to put in a slot, a text holds ``MARK``, or the run holds other values
+    that are not short (reasoning text, numbers or nested values in arguments...): its shape would be new on every
+    call, and cost two renders instead of one."""
     texts: list[str] = []
 
-    def slot(text: Any) -> Any:
+    def slot(text: Any, in_json: bool = False) -> Any:
         if not isinstance(text, str) or not text:
-            return _short(text)
+            return _short(text) if not in_json or text is None or text == "" or isinstance(text, bool) else _no()
         if MARK in text:
             raise _Unslottable
-        texts.append(text)
-        return placeholder(len(texts) - 1)
+        texts.append(json_text(text) if in_json else text)
+        return placeholder(len(texts) - 1, in_json)
     try:
         shaped = []
         for message in run:
@@ -122,15 +130,22 @@ def _short(value: Any) -> Any:
     raise _Unslottable
 
 
-def _call_shape(call: Any, slot: Callable[[Any], Any]) -> Any:
-    if not isinstance(call, dict):
-        raise _Unslottable
-    function = call.get("function")
-    if not isinstance(function, dict) or not isinstance(function.get("arguments", ""), str):
+def _no() -> Any:
+    raise _Unslottable
+
+
+def _call_shape(call: Any, slot: Callable[..., Any]) -> Any:
+    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
         raise _Unslottable
     return {key: slot(value) if key == "id" else
-            {k: slot(v) if k == "arguments" else _short(v) for k, v in value.items()} if key == "function"
-            else _short(value) for key, value in call.items()}
+            {k: _arguments_shape(v, slot) if k == "arguments" else _short(v) for k, v in value.items()}
+            if key == "function" else _short(value) for key, value in call.items()}
+
+
+def _arguments_shape(arguments: Any, slot: Callable[..., Any]) -> Any:
+    if not isinstance(arguments, dict):
+        return slot(arguments)  # a string (or what ``slot`` refuses)
+    return {_short(key) if isinstance(key, str) else _no(): slot(value, True) for key, value in arguments.items()}
 
 
 class _Unslottable(Exception):
@@ -156,15 +171,19 @@ def pieces(shaped: list[dict[str, Any]], render: Callable[[list[dict[str, Any]]]
     first = _render_noting(shaped, render)
     if first is None:
         return ()
-    split: list[str | int] = list(_PLACEHOLDER.split(first))
-    for at in range(1, len(split), 2):
-        split[at] = int(split[at])
-    parts = tuple(split)
+    split: list[str | int] = []
+    at = 0
+    for found in _PLACEHOLDER.finditer(first):
+        split += [first[at:found.start()], int(found.group(1) or found.group(2))]
+        at = found.end()
+    parts = (*split, first[at:])
     if any(MARK in part or _END in part for part in parts[::2]):  # type: ignore[operator]
         return ()  # a placeholder came out changed
-    others = [_other(i) for i in range(_count(shaped))]
+    in_json = _kinds(shaped)
+    others = [_other(i) for i in range(len(in_json))]
     second = _render_noting(_replaced(shaped, others), render)
-    return parts if second is not None and second == fill(parts, others) else ()
+    filled = [json_text(other) if in_json[i] else other for i, other in enumerate(others)]
+    return parts if second is not None and second == fill(parts, filled) else ()
 
 
 def _render_noting(shaped: Any, render: Callable[[list[dict[str, Any]]], str]) -> str | None:
@@ -181,16 +200,23 @@ def _render_noting(shaped: Any, render: Callable[[list[dict[str, Any]]], str]) -
 
 
 def _other(index: int) -> str:
-    """A second text for slot ``index``: of another length, and changed by any escaping too."""
-    return f"\ue002\t<>&\"\\ {index} {index}\ue003"
+    """A second text for slot ``index``: of another length, and changed by any escaping (as HTML, as JSON, as
+    ASCII JSON) too."""
+    return f"\ue002\t<>&\"'\\/\x01\u00e9\u2028 {index} {index}\ue003"
 
 
-def _count(value: Any) -> int:
+def _kinds(value: Any, found: dict[int, bool] | None = None) -> list[bool]:
+    """For each placeholder of the shape, by index: whether it stands in a JSON string (an arguments object's)."""
+    found = {} if found is None else found
     if isinstance(value, dict):
-        return sum(_count(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_count(v) for v in value)
-    return int(isinstance(value, str) and _PLACEHOLDER.fullmatch(value) is not None)
+        for v in value.values():
+            _kinds(v, found)
+    elif isinstance(value, list):
+        for v in value:
+            _kinds(v, found)
+    elif isinstance(value, str) and (match := _PLACEHOLDER.fullmatch(value)):
+        found[int(match.group(1) or match.group(2))] = match.group(2) is not None
+    return [found[i] for i in range(len(found))]
 
 
 def _replaced(value: Any, texts: list[str]) -> Any:
@@ -200,7 +226,7 @@ def _replaced(value: Any, texts: list[str]) -> Any:
     if isinstance(value, list):
         return [_replaced(v, texts) for v in value]
     found = _PLACEHOLDER.fullmatch(value) if isinstance(value, str) else None
-    return Slot(texts[int(found.group(1))]) if found else value
+    return Slot(texts[int(found.group(1) or found.group(2))]) if found else value
 
 
 def fill(parts: tuple[str | int, ...], texts: list[str]) -> str:
@@ -227,5 +253,7 @@ def sample_runs() -> list[list[dict[str, Any]]]:
                   {"role": "tool", "tool_call_id": "call_2", "content": other}],
                  [{"role": "assistant", "content": other, "tool_calls": [
                      {"id": text, "type": "function", "function": {"name": "shell", "arguments": text}},
-                     {"id": "call_2", "type": "function", "function": {"name": "ls", "arguments": '{"p": 1}'}}]}]]
+                     {"id": "call_2", "type": "function", "function": {"name": "ls", "arguments": '{"p": 1}'}},
+                     {"id": "call_3", "type": "function", "function": {"name": "write", "arguments": {
+                         "path": text, "content": other, "empty": "", "flag": True}}}]}]]
     return runs

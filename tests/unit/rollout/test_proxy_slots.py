@@ -95,12 +95,41 @@ def test_a_shape_whose_text_the_template_uses_is_refused_and_one_it_writes_is_ke
     assert slots.fill(parts, ["hello"]) == "<|im_start|>user\nhello<|im_end|>\n"
 
 
-def test_a_run_with_arguments_as_an_object_or_a_long_value_has_no_shape(policy):
-    """Canonical tool calls carry arguments as an object, which a template writes as JSON its own way: such a run
-    (and one holding a long value besides its texts) renders through the template, as its shape would be new on
-    every call."""
-    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": {"p": "."}}}
-    for run in ([{"role": "assistant", "content": "x", "tool_calls": [call]}],
+def call(arguments) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": arguments}}]}
+
+
+def test_an_arguments_object_of_strings_renders_through_its_shape_as_json(policy):
+    """Canonical tool calls carry arguments as an object, which the template writes as JSON: its strings are
+    slots holding their JSON text, so an answer calling a tool renders through its shape too."""
+    arguments = {"cmd": 'grep -n "x\\y" a.py\n\t\u00e9 \U0001f600 <&>', "cwd": "", "check": True}
+    shaped = slots.shape([call(arguments)])
+    assert shaped is not None and len(shaped[1]) == 2  # the id and the one non-empty string
+    parts = slots.pieces(shaped[0], policy._run_text)
+    assert parts and slots.fill(parts, shaped[1]) == policy._run_text([call(arguments)])
+    messages = [{"role": "system", "content": "s"}, call(arguments), {"role": "tool", "tool_call_id": "c1",
+                                                                      "content": "out"}]
+    assert policy.render(messages, None, True) == policy.full_render(messages, None, True)
+
+
+@pytest.mark.parametrize("writes", [
+    "{% for k, v in args.items() %}{{ k }}={{ v }} {% endfor %}",  # the values as they are, not as JSON
+    "{{ args | tojson(ensure_ascii=True) }}",
+    "{{ args | tojson(indent=2) }}",
+])
+def test_a_template_that_writes_an_arguments_object_its_own_way_renders_it_as_a_full_render_does(writes):
+    odd = template("{{ m.content }}{% for c in m.tool_calls or [] %}{% set args = c.function.arguments %}"
+                   + writes + "{% endfor %}")
+    odd.prepare()
+    for arguments in ({"cmd": 'echo "hi"\n\u00e9'}, {"cmd": "ls", "cwd": "/tmp"}):
+        messages = [{"role": "system", "content": "s"}, call(arguments)]
+        assert odd.render(messages, None, True) == odd.full_render(messages, None, True), (writes, arguments)
+
+
+def test_a_run_with_numbers_nested_values_or_a_long_value_has_no_shape(policy):
+    """Such a run's shape would be new on every call (two renders instead of one): it renders through Jinja."""
+    for run in ([call({"path": "a.py", "line": 10})], [call({"edits": [{"old": "a", "new": "b"}]})],
                 [{"role": "assistant", "content": "x", "reasoning_content": "why " * 40}]):
         assert slots.shape(run) is None
         messages = [{"role": "system", "content": "s"}, *run]
