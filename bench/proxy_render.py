@@ -31,6 +31,13 @@ def answer(i: int) -> list[dict]:
                                        "cwd": "/work/repo"}}}]}]
 
 
+def codex_answer(i: int) -> list[dict]:
+    """An answer calling Codex's shell tool: the command as a list, a timeout as a number."""
+    return [{"role": "assistant", "content": None, "tool_calls": [{"id": f"call_{i}", "type": "function", "function": {
+        "name": "shell", "arguments": {"command": ["bash", "-lc", f"sed -n '{i},{i + 40}p' src/app.py"],
+                                       "workdir": "/work/repo", "timeout_ms": 10_000 + i}}}]}]
+
+
 def output(i: int) -> list[dict]:
     lines = f"src/app.py:{i}: def handler{i}(request):\n" * 20
     return [{"role": "tool", "tool_call_id": f"call_{i}", "content": lines}]
@@ -68,6 +75,7 @@ def main() -> None:
             times.append(time.perf_counter() - started)
         return statistics.median(times) * 1e6
     points = {"an answer calling a tool (new)": lambda: per_run(answer),
+              "an answer calling Codex's shell (a list, a number; new)": lambda: per_run(codex_answer),
               "a tool output of 20 lines (new)": lambda: per_run(output),
               f"a {len(history)}-message history, text cache empty": cold_history}
     got: dict[tuple[str, bool], list[float]] = {}

@@ -10,9 +10,15 @@ Key invariant: a shape's pieces are used only when the template, rendering it, d
 write it out (concatenated, formatted without a spec, tested for being a non-empty string): the placeholders are
 ``Slot`` strings that note any other use (a comparison, ``in``, a method such as ``strip`` or ``split``, ``len``,
 indexing, iteration) while the shape renders, and a placeholder that comes out changed (escaped, JSON-quoted) is
-not found whole. Either way the shape is marked as not slottable and its runs render through the template. A use
-the strings cannot see (one on a string joined from them by ``~``) is what the per-template check on sample texts
-(``SAMPLES``: edge whitespace, the tags templates branch on, quotes, braces) is there to catch.
+not found whole; a second render with other texts (and, for an arguments object's lists, objects and numbers,
+other values of their type) must give the pieces filled with those. Otherwise the shape is marked as not slottable
+and its runs render through the template. A use the strings cannot see (one on a string joined from them by ``~``)
+is what the per-template check on sample texts (``SAMPLES``: edge whitespace, the tags templates branch on,
+quotes, braces) is there to catch.
+
+An arguments object (the canonical form of every tool call) is written by templates as JSON: its strings are
+slots holding their JSON text (``json_text``), its other values slots holding ``json.dumps`` of them, in place of
+the quoted placeholder; the second render shows a template that writes them otherwise.
 """
 
 from __future__ import annotations
@@ -26,13 +32,24 @@ from typing import Any
 MARK = "\ue000"
 """Starts every placeholder; a run whose texts hold it is rendered through the template."""
 _END = "\ue001"
-_PLACEHOLDER = re.compile("\ue000(?:\n<&\"'\\\\(\\d+)|j(\\d+))\ue001")
+_PLACEHOLDER = re.compile("\ue000(?:\n<&\"'\\\\(\\d+)|j(\\d+)|v([ldif])(\\d+))\ue001")
 """A placeholder: private-use marks around its index and, for a text written out as it is, characters any escaping
-changes (newline, ``<&"'\\``); for a string inside an arguments object (written as JSON), a ``j`` instead."""
+changes (newline, ``<&"'\\``); for a string inside an arguments object (written as JSON), a ``j`` instead; for
+another value there (written as JSON: a list, an object, an integer, a float), ``v`` and its type's letter."""
+TEXT, JSON_STRING = "text", "json"
+_TYPES = {list: "l", dict: "d", int: "i", float: "f"}
 
 
-def placeholder(index: int, in_json: bool = False) -> str:
-    return f"{MARK}j{index}{_END}" if in_json else f"{MARK}\n<&\"'\\{index}{_END}"
+def placeholder(index: int, kind: str = TEXT) -> str:
+    if kind == TEXT:
+        return f"{MARK}\n<&\"'\\{index}{_END}"
+    return f"{MARK}j{index}{_END}" if kind == JSON_STRING else f"{MARK}v{kind}{index}{_END}"
+
+
+def _index_and_kind(found: re.Match[str]) -> tuple[int, str]:
+    if found.group(1):
+        return int(found.group(1)), TEXT
+    return (int(found.group(2)), JSON_STRING) if found.group(2) else (int(found.group(4)), found.group(3))
 
 
 def json_text(text: str) -> str:
@@ -98,20 +115,29 @@ SHORT = 64
 
 
 def shape(run: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]] | None:
-    """``run`` with each non-empty text (content, tool-call arguments and ids, tool_call_id, the strings of an
-    arguments object) a placeholder, and the texts in placeholder order (an arguments object's strings as JSON
-    writes them); None when there is nothing to put in a slot, a text holds ``MARK``, or the run holds other values
-    that are not short (reasoning text, numbers or nested values in arguments...): its shape would be new on every
-    call, and cost two renders instead of one."""
+    """``run`` with each non-empty text (content, tool-call arguments and ids, tool_call_id) and each value of an
+    arguments object but true, false and null a placeholder, and the texts in placeholder order (an arguments
+    object's values as JSON writes them); None when there is nothing to put in a slot, a text holds ``MARK``, or
+    the run holds other values that are not short (reasoning text...): its shape would be new on every call, and
+    cost two renders instead of one."""
     texts: list[str] = []
 
     def slot(text: Any, in_json: bool = False) -> Any:
+        if in_json and type(text) in _TYPES:  # a value an arguments object holds, as JSON writes it
+            try:
+                written = json.dumps(text, ensure_ascii=False)
+            except (TypeError, ValueError, RecursionError):
+                raise _Unslottable from None
+            if MARK in written:
+                raise _Unslottable
+            texts.append(written)
+            return placeholder(len(texts) - 1, _TYPES[type(text)])
         if not isinstance(text, str) or not text:
             return _short(text) if not in_json or text is None or text == "" or isinstance(text, bool) else _no()
         if MARK in text:
             raise _Unslottable
         texts.append(json_text(text) if in_json else text)
-        return placeholder(len(texts) - 1, in_json)
+        return placeholder(len(texts) - 1, JSON_STRING if in_json else TEXT)
     try:
         shaped = []
         for message in run:
@@ -125,7 +151,8 @@ def shape(run: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]] |
 
 
 def _short(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= SHORT):
+    if value is None or isinstance(value, (bool, int, float)) or \
+            (isinstance(value, str) and len(value) <= SHORT and MARK not in value):
         return value
     raise _Unslottable
 
@@ -174,15 +201,22 @@ def pieces(shaped: list[dict[str, Any]], render: Callable[[list[dict[str, Any]]]
     split: list[str | int] = []
     at = 0
     for found in _PLACEHOLDER.finditer(first):
-        split += [first[at:found.start()], int(found.group(1) or found.group(2))]
-        at = found.end()
+        index, kind = _index_and_kind(found)
+        start, end = found.start(), found.end()
+        if kind not in (TEXT, JSON_STRING):  # a value's placeholder is a string: JSON quotes it, the value not
+            if first[start - 1:start] != '"' or first[end:end + 1] != '"':
+                return ()
+            start, end = start - 1, end + 1
+        split += [first[at:start], index]
+        at = end
     parts = (*split, first[at:])
     if any(MARK in part or _END in part for part in parts[::2]):  # type: ignore[operator]
         return ()  # a placeholder came out changed
-    in_json = _kinds(shaped)
-    others = [_other(i) for i in range(len(in_json))]
+    kinds = _kinds(shaped)
+    others: list[Any] = [_OTHER_VALUES.get(kind) or _other(i) for i, kind in enumerate(kinds)]
     second = _render_noting(_replaced(shaped, others), render)
-    filled = [json_text(other) if in_json[i] else other for i, other in enumerate(others)]
+    filled = [other if kind == TEXT else json_text(other) if kind == JSON_STRING else
+              json.dumps(other, ensure_ascii=False) for other, kind in zip(others, kinds, strict=True)]
     return parts if second is not None and second == fill(parts, filled) else ()
 
 
@@ -205,8 +239,15 @@ def _other(index: int) -> str:
     return f"\ue002\t<>&\"'\\/\x01\u00e9\u2028 {index} {index}\ue003"
 
 
-def _kinds(value: Any, found: dict[int, bool] | None = None) -> list[bool]:
-    """For each placeholder of the shape, by index: whether it stands in a JSON string (an arguments object's)."""
+_OTHER_VALUES: dict[str, Any] = {
+    "l": ["\ue002\"\u00e9\n", 12, [True, None], {"z": 1, "a": 0.5}],
+    "d": {"z": "\"\u00e9\n", "a": [1, 2], "m": {"k": None}}, "i": 1234567, "f": 0.25}
+"""Second values for the slots of an arguments object's other values, by type: real ones, so a template that writes
+a list or a number otherwise than a string (or JSON otherwise than ``json.dumps``) shows it in the second render."""
+
+
+def _kinds(value: Any, found: dict[int, str] | None = None) -> list[str]:
+    """For each placeholder of the shape, by index: its kind (``TEXT``, ``JSON_STRING`` or a value's type letter)."""
     found = {} if found is None else found
     if isinstance(value, dict):
         for v in value.values():
@@ -215,18 +256,22 @@ def _kinds(value: Any, found: dict[int, bool] | None = None) -> list[bool]:
         for v in value:
             _kinds(v, found)
     elif isinstance(value, str) and (match := _PLACEHOLDER.fullmatch(value)):
-        found[int(match.group(1) or match.group(2))] = match.group(2) is not None
+        index, kind = _index_and_kind(match)
+        found[index] = kind
     return [found[i] for i in range(len(found))]
 
 
-def _replaced(value: Any, texts: list[str]) -> Any:
-    """The shape with each placeholder's text ``texts``'s of its index, a ``Slot`` too."""
+def _replaced(value: Any, texts: list[Any]) -> Any:
+    """The shape with each placeholder's value ``texts``'s of its index (a text as a ``Slot`` too)."""
     if isinstance(value, dict):
         return {k: _replaced(v, texts) for k, v in value.items()}
     if isinstance(value, list):
         return [_replaced(v, texts) for v in value]
     found = _PLACEHOLDER.fullmatch(value) if isinstance(value, str) else None
-    return Slot(texts[int(found.group(1) or found.group(2))]) if found else value
+    if not found:
+        return value
+    index, kind = _index_and_kind(found)
+    return Slot(texts[index]) if kind in (TEXT, JSON_STRING) else texts[index]
 
 
 def fill(parts: tuple[str | int, ...], texts: list[str]) -> str:
@@ -255,5 +300,8 @@ def sample_runs() -> list[list[dict[str, Any]]]:
                      {"id": text, "type": "function", "function": {"name": "shell", "arguments": text}},
                      {"id": "call_2", "type": "function", "function": {"name": "ls", "arguments": '{"p": 1}'}},
                      {"id": "call_3", "type": "function", "function": {"name": "write", "arguments": {
-                         "path": text, "content": other, "empty": "", "flag": True}}}]}]]
+                         "path": text, "content": other, "empty": "", "flag": True}}},
+                     {"id": "call_4", "type": "function", "function": {"name": "run", "arguments": {
+                         "command": ["bash", "-lc", text], "timeout_ms": i * 1000, "ratio": i / 7,
+                         "env": {"A": other, "n": [i, None]}}}}]}]]
     return runs

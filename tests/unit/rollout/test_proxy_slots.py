@@ -108,6 +108,13 @@ def test_an_arguments_object_of_strings_renders_through_its_shape_as_json(policy
     assert shaped is not None and len(shaped[1]) == 2  # the id and the one non-empty string
     parts = slots.pieces(shaped[0], policy._run_text)
     assert parts and slots.fill(parts, shaped[1]) == policy._run_text([call(arguments)])
+    # Codex's shell tool: a list of strings, a number; others send nested objects and floats
+    for arguments in ({"command": ["bash", "-lc", 'ls -la "x"\n\u00e9'], "workdir": "/w", "timeout_ms": 10000},
+                      {"edits": [{"old": "a\n", "new": "b"}], "ratio": 0.5, "none": None}):
+        shaped = slots.shape([call(arguments)])
+        assert shaped is not None
+        parts = slots.pieces(shaped[0], policy._run_text)
+        assert parts and slots.fill(parts, shaped[1]) == policy._run_text([call(arguments)]), arguments
     messages = [{"role": "system", "content": "s"}, call(arguments), {"role": "tool", "tool_call_id": "c1",
                                                                       "content": "out"}]
     assert policy.render(messages, None, True) == policy.full_render(messages, None, True)
@@ -117,20 +124,26 @@ def test_an_arguments_object_of_strings_renders_through_its_shape_as_json(policy
     "{% for k, v in args.items() %}{{ k }}={{ v }} {% endfor %}",  # the values as they are, not as JSON
     "{{ args | tojson(ensure_ascii=True) }}",
     "{{ args | tojson(indent=2) }}",
+    "{{ args | tojson(sort_keys=True) }}",
+    "{% for k, v in args.items() %}{% if v is number %}{{ k }}:{{ v }}{% else %}{{ v | tojson }}{% endif %}"
+    "{% endfor %}",  # by the value's type
+    "{% for k, v in args.items() %}{% if v is sequence and v is not string %}{{ v | join(' ') }}{% else %}"
+    "{{ v }}{% endif %}{% endfor %}",
 ])
 def test_a_template_that_writes_an_arguments_object_its_own_way_renders_it_as_a_full_render_does(writes):
     odd = template("{{ m.content }}{% for c in m.tool_calls or [] %}{% set args = c.function.arguments %}"
                    + writes + "{% endfor %}")
     odd.prepare()
-    for arguments in ({"cmd": 'echo "hi"\n\u00e9'}, {"cmd": "ls", "cwd": "/tmp"}):
+    for arguments in ({"cmd": 'echo "hi"\n\u00e9'}, {"cmd": "ls", "cwd": "/tmp"},
+                      {"command": ["bash", "-lc", "ls"], "timeout_ms": 5, "env": {"b": 1, "a": "x"}}):
         messages = [{"role": "system", "content": "s"}, call(arguments)]
         assert odd.render(messages, None, True) == odd.full_render(messages, None, True), (writes, arguments)
 
 
-def test_a_run_with_numbers_nested_values_or_a_long_value_has_no_shape(policy):
+def test_a_run_with_a_long_value_besides_its_texts_has_no_shape(policy):
     """Such a run's shape would be new on every call (two renders instead of one): it renders through Jinja."""
-    for run in ([call({"path": "a.py", "line": 10})], [call({"edits": [{"old": "a", "new": "b"}]})],
-                [{"role": "assistant", "content": "x", "reasoning_content": "why " * 40}]):
+    for run in ([{"role": "assistant", "content": "x", "reasoning_content": "why " * 40}],
+                [{"role": "tool", "tool_call_id": "c1", "content": "out", "name": "n" * 100}]):
         assert slots.shape(run) is None
         messages = [{"role": "system", "content": "s"}, *run]
         assert policy.render(messages, None, True) == policy.full_render(messages, None, True)
