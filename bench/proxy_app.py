@@ -323,6 +323,18 @@ def main() -> None:
             out.write("\n".join(head + lines) + "\n\n")
 
 
+def checkouts(trees: contextlib.ExitStack, against: str | None) -> dict[str, Path]:
+    """This checkout, and a worktree of commit ``against`` under its short hash (removed when ``trees`` closes)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import proxy as bench
+
+    paths = {"this": ROOT}
+    if against:
+        tree, short = trees.enter_context(bench.worktree(against))
+        paths[short] = tree
+    return paths
+
+
 LIVE_BEGIN, LIVE_END = "<!-- live-extend:begin -->", "<!-- live-extend:end -->"
 
 
@@ -333,10 +345,7 @@ def live_main(args) -> None:
 
     rows = []
     with contextlib.ExitStack() as trees:
-        paths = {"this": ROOT}
-        if args.against:
-            tree, short = trees.enter_context(bench.worktree(args.against))
-            paths[short] = tree
+        paths = checkouts(trees, args.against)
         for round_ in range(args.rounds):
             for name, checkout in paths.items():
                 rows.append((name, result(start(checkout, "extend", 0, args.streams, live=args.live), checkout, 60)))
@@ -369,15 +378,8 @@ WIDE_BEGIN, WIDE_END = "<!-- wide:begin -->", "<!-- wide:end -->"
 
 def wide_main(args) -> None:
     """CPU per call of many open rollouts taking turns: this checkout and ``--against REV``'s at once, per round."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import proxy as bench
-
-    rows = []
     with contextlib.ExitStack() as trees:
-        paths = {"this": ROOT}
-        if args.against:
-            tree, short = trees.enter_context(bench.worktree(args.against))
-            paths[short] = tree
+        paths, rows = checkouts(trees, args.against), []
         for round_ in range(args.rounds):
             procs = {name: start(checkout, "extend", 0, args.streams, wide=args.wide)
                      for name, checkout in paths.items()}
@@ -401,9 +403,12 @@ def wide_main(args) -> None:
                 "in one process (the 21 kB agent body; each tool output its own words): that many rollouts open "
                 f"at once, taking turns ({args.streams} calls at a time), one extending call each a turn, as a "
                 "training step's rollouts do; CPU per call over the second half of the turns, when every call "
-                "brings a long history (each call renders its whole history: from the template's text cache, "
-                "shared by all rollouts and bounded, or by rendering it again).", ""]
-        bench.write_section(Path(args.out), WIDE_BEGIN, WIDE_END, head + lines)
+                "brings a long history (its prompt is that whole history: at commits before ec7a4d3 each call "
+                "rendered it, from the template's text cache, bounded and shared by all rollouts, or again; since, "
+                "only what follows the rollout's kept prompt).", ""]
+        from proxy import write_section  # on the path since ``checkouts``
+
+        write_section(Path(args.out), WIDE_BEGIN, WIDE_END, head + lines)
 
 
 WORKER_BEGIN, WORKER_END = "<!-- worker-heap:begin -->", "<!-- worker-heap:end -->"
