@@ -123,6 +123,8 @@ def shape(run: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]] |
     texts: list[str] = []
 
     def slot(text: Any, in_json: bool = False) -> Any:
+        if in_json and type(text) in _TYPES and not text:  # 0, [], {}: a template may test a value's truth, and a
+            return text  # placeholder is true (so is each second value): such a value stays in the shape
         if in_json and type(text) in _TYPES:  # a value an arguments object holds, as JSON writes it
             try:
                 written = json.dumps(text, ensure_ascii=False)

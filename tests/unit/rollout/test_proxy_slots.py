@@ -129,13 +129,17 @@ def test_an_arguments_object_of_strings_renders_through_its_shape_as_json(policy
     "{% endfor %}",  # by the value's type
     "{% for k, v in args.items() %}{% if v is sequence and v is not string %}{{ v | join(' ') }}{% else %}"
     "{{ v }}{% endif %}{% endfor %}",
+    "{% for k, v in args.items() %}{% if v %}{{ k }}={{ v | tojson }}{% else %}{{ k }} unset{% endif %}"
+    "{% endfor %}",  # by the value's truth: 0, [] and {} are false, a placeholder is true
 ])
 def test_a_template_that_writes_an_arguments_object_its_own_way_renders_it_as_a_full_render_does(writes):
     odd = template("{{ m.content }}{% for c in m.tool_calls or [] %}{% set args = c.function.arguments %}"
-                   + writes + "{% endfor %}")
+                   "{% if args is mapping %}" + writes + "{% else %}{{ args }}{% endif %}{% endfor %}")
     odd.prepare()
+    assert odd._incremental is True  # else every render is the full one, and this test shows nothing
     for arguments in ({"cmd": 'echo "hi"\n\u00e9'}, {"cmd": "ls", "cwd": "/tmp"},
-                      {"command": ["bash", "-lc", "ls"], "timeout_ms": 5, "env": {"b": 1, "a": "x"}}):
+                      {"command": ["bash", "-lc", "ls"], "timeout_ms": 5, "env": {"b": 1, "a": "x"}},
+                      {"command": [], "timeout_ms": 0, "ratio": 0.0, "env": {}, "cwd": ""}):
         messages = [{"role": "system", "content": "s"}, call(arguments)]
         assert odd.render(messages, None, True) == odd.full_render(messages, None, True), (writes, arguments)
 
@@ -180,3 +184,18 @@ def test_any_texts_render_as_the_full_render_does(contents, use):
 
 
 TEMPLATES: dict[str, HFChatTemplate] = {}
+
+
+def test_false_values_of_an_arguments_object_stay_in_the_shape(policy):
+    """A placeholder is always true, and so is each second value: 0, [] and {} (like "" and null) keep their place in
+    the shape, so a template that tests a value's truth renders through shapes and right."""
+    truth = template("{{ m.content }}{% for c in m.tool_calls or [] %}{% set args = c.function.arguments %}"
+                     "{% if args is mapping %}{% for k, v in args.items() %}{% if v %}{{ k }}={{ v | tojson }} "
+                     "{% else %}{{ k }} unset {% endif %}{% endfor %}{% else %}{{ args }}{% endif %}{% endfor %}")
+    truth.prepare()
+    assert truth._slots is True  # the per-template check found no difference
+    shaped = slots.shape([call({"n": 0, "l": [], "d": {}, "f": 0.0, "m": 5})])
+    assert shaped is not None and shaped[1] == ["c1", "5"]
+    for arguments in ({"n": 0, "l": [], "d": {}, "f": 0.0}, {"n": 3, "l": ["x"], "d": {"k": 1}, "f": 0.5}):
+        messages = [{"role": "system", "content": "s"}, call(arguments)]
+        assert truth.render(messages, None, True) == truth.full_render(messages, None, True)
