@@ -167,6 +167,7 @@ class ProxyService:
         self._engine_context: int | None = None  # asked from the engine until it answers
         self._slots = asyncio.Semaphore(max_inflight) if max_inflight > 0 else None
         self._cpu = ThreadPoolExecutor(max_workers=PLAN_WORKERS, thread_name_prefix="forge-plan")
+        self.open_calls = 0  # calls past planning: a lone one commits its record on the loop (``_commit``)
 
     def _capped(self, sampling: Sampling, left: int | None = None) -> Sampling:
         """The harness's sampling with the proxy's response cap: the default when it sets none, the ceiling
@@ -258,6 +259,7 @@ class ProxyService:
         state = CallState(rollout, plan, index, dialect, received, forced=forced, request=request)
         state.marks["prepared"] = time.perf_counter()
         handed_over = False  # to commit, which ends the call (in flight, head) whatever happens here
+        self.open_calls += 1
         try:
             last: list[Event] = []
             batches = self._generate(state, request, last)
@@ -285,6 +287,7 @@ class ProxyService:
             await self.commit(rollout, state.record("engine_error", str(exc), keep_prompt=False), plan)
             raise
         finally:
+            self.open_calls -= 1
             if not handed_over:  # cancelled or closed: the harness went away mid-call
                 self._commit_now(rollout, state.record("client_disconnected", "the client disconnected"))
                 rollout.lineage.release(plan)
@@ -354,11 +357,12 @@ class ProxyService:
                 await self.write(rollout, {"t": "truncated", "why": why})
                 rollout.trajectory.truncated = why
 
-    async def write(self, rollout: Rollout, event: dict) -> None:
+    async def write(self, rollout: Rollout, event: dict, alone: bool = False) -> None:
         """Append ``event`` to the rollout's log, durable on return (the store's group-commit journal:
-        the events written meanwhile share one fdatasync), off the event loop."""
+        the events written meanwhile share one fdatasync), off the event loop; ``alone`` (a call's record
+        when no other call is under way: nothing else waits on the loop) on it, saving two thread hand-offs."""
         if rollout.log and self.registry.store is not None:
-            await self.registry.store.journal.append(rollout.log, event)
+            await self.registry.store.journal.append(rollout.log, event, inline=alone)
 
     async def create_rollout(self, metadata: dict, rollout_id: str | None) -> tuple[Rollout, str]:
         rollout_id = self.registry.new_id(rollout_id)
@@ -399,7 +403,7 @@ class ProxyService:
             async with rollout.lock:
                 self._place(rollout, record)
                 try:
-                    await self.write(rollout, {"t": "call", **record.to_wire()})
+                    await self.write(rollout, {"t": "call", **record.to_wire()}, alone=self.open_calls <= 1)
                 except StorageError as exc:
                     rollout.apply(unrecorded(record, exc))
                     raise

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import orjson
@@ -198,12 +199,14 @@ WRITER = textwrap.dedent("""
 
     async def main():
         store = Store(sys.argv[1])
+        inline = sys.argv[2] == "inline"
         async def one(i):
             log = store.open_log(f"r{i}", new=True)
             await store.journal.append(log, {"t": "open", "id": f"r{i}", "token_sha": "x"})
             n = 0
             while True:
-                await store.journal.append(log, {"t": "call", "i": n, "text": "y" * (97 * n % 900)})
+                await store.journal.append(log, {"t": "call", "i": n, "text": "y" * (97 * n % 900)},
+                                           inline=inline and i % 2 == 0)
                 print(f"r{i} {n}", flush=True)
                 n += 1
         await asyncio.gather(*(one(i) for i in range(8)))
@@ -211,8 +214,11 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def test_kill_9_mid_batch_then_lost_page_cache_keeps_every_acknowledged_event_once(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+@pytest.mark.parametrize("mode", ["queued", "inline"])
+def test_kill_9_mid_batch_then_lost_page_cache_keeps_every_acknowledged_event_once(tmp_path, mode):
+    """``inline``: half the rollouts ask to commit on the loop, which they do whenever the writer is idle,
+    the others queue meanwhile: the two paths take turns on one journal file."""
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), mode], stdout=subprocess.PIPE, text=True)
     acked: list[str] = []
     assert proc.stdout is not None
     while len(acked) < 400:
@@ -254,3 +260,90 @@ def test_a_store_only_read_never_starts_a_journal(tmp_path, events):
     list(reader.scan())
     assert reader._journal is None
     assert orjson.loads(logs(store)["r0"].splitlines()[0])["t"] == "open" if events else logs(store) == {}
+
+
+def test_an_inline_append_commits_on_the_callers_thread_when_the_writer_is_idle_and_queues_behind_a_batch(
+        tmp_path, monkeypatch):
+    store = Store(tmp_path)
+    log = store.open_log("r", new=True)
+    writes, hold = [], threading.Event()
+    write = Journal._write
+
+    def traced(self, blob):
+        writes.append(threading.current_thread().name)
+        if writes[-1] == "forge-journal":
+            assert hold.wait(10)
+        write(self, blob)
+    monkeypatch.setattr(Journal, "_write", traced)
+
+    async def run() -> None:
+        await store.journal.append(log, {"t": "open", "id": "r", "token_sha": "x"}, inline=True)
+        assert writes == ["MainThread"] and store.journal.inline == 1
+        assert len(read_journal(store.journal.path.read_bytes())[1]) == 1  # durable on return
+        queued = asyncio.ensure_future(store.journal.append(log, {"t": "call", "i": 0}))
+        while not writes[1:]:  # the writer holds its batch
+            await asyncio.sleep(0.001)
+        behind = asyncio.ensure_future(store.journal.append(log, {"t": "call", "i": 1}, inline=True))
+        await asyncio.sleep(0.01)
+        assert not behind.done() and store.journal.inline == 1  # it waits its turn instead
+        hold.set()
+        await asyncio.gather(queued, behind)
+        with pytest.raises(TypeError):  # an event that cannot be encoded fails its caller alone
+            await store.journal.append(log, {"t": "call", "i": 2, "x": object()}, inline=True)
+        await store.journal.append(log, {"t": "call", "i": 2}, inline=True)
+    asyncio.run(run())
+    assert writes == ["MainThread", "forge-journal", "forge-journal", "MainThread"]
+    assert [e.get("i") for e in parse_events(logs(store)["r"], "r")] == [None, 0, 1, 2]
+    store.close()
+    assert Store(tmp_path).replay_journal() == 0
+
+
+def test_a_lone_call_commits_its_record_on_the_loop_and_calls_under_way_together_queue_theirs(monkeypatch):
+    """At one stream nothing else waits on the event loop, so the call's record skips the hand-offs to the
+    journal's writer and back; with another call under way the writer commits it, off the loop."""
+    from openforgerl.rollout.proxy.engine import ScriptedEngineConfig, ScriptTurn
+    from openforgerl.rollout.proxy.engines.scripted import ScriptedEngine
+    from openforgerl.rollout.proxy.tool_parser import make_tool_parser
+    from openforgerl.testing.proxy import CharTemplate, InProcessProxy
+
+    class Together(ScriptedEngine):
+        """Streams once ``want`` calls are at the engine."""
+        want, at = 1, 0
+
+        async def stream(self, prompt_ids, sampling):
+            self.at += 1
+            while self.at < self.want:
+                await asyncio.sleep(0.001)
+            async for chunk in super().stream(prompt_ids, sampling):
+                yield chunk
+
+    template = CharTemplate()
+    engine = Together(ScriptedEngineConfig(turns=[ScriptTurn(text="ok")]), template=template,
+                      tool_parser=make_tool_parser("hermes"))
+    proxy = InProcessProxy(engine=engine, template=template)
+    asked: list[bool] = []
+    append = Journal.append
+
+    async def spy(self, log, event, inline=False):
+        if event["t"] == "call":
+            asked.append(inline)
+        await append(self, log, event, inline)
+    monkeypatch.setattr(Journal, "append", spy)
+
+    async def scenario() -> list[dict]:
+        async with proxy.client() as client:
+            rollouts = [await proxy.new_rollout(client) for _ in range(2)]
+
+            async def call(token: str) -> None:
+                resp = await client.post("/v1/chat/completions", headers={"authorization": f"Bearer {token}"},
+                                         json={"model": "m", "messages": [{"role": "user", "content": "go"}]})
+                assert resp.status_code == 200, resp.text
+            await call(rollouts[0][1])  # alone
+            engine.want, engine.at = 2, 0
+            await asyncio.gather(*(call(token) for _, token in rollouts))  # two under way at once
+            return [await proxy.trajectory(client, rollout_id) for rollout_id, _ in rollouts]
+    trajectories = asyncio.run(scenario())
+    # the first of the two to commit has the other under way (the second may find itself alone by then)
+    assert len(asked) == 3 and asked[0] is True and asked[1] is False
+    assert [len(t["calls"]) for t in trajectories] == [2, 1]
+    assert proxy.registry.store.journal.inline >= 1
