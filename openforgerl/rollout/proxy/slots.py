@@ -181,15 +181,14 @@ class _Unslottable(Exception):
     pass
 
 
-def _as_slots(value: Any) -> Any:
-    """The shaped run with its placeholders as ``Slot`` strings (what the template renders)."""
+def _mapped(value: Any, to: Callable[[int, str], Any]) -> Any:
+    """The shape with each placeholder replaced by ``to(index, kind)``."""
     if isinstance(value, dict):
-        return {k: _as_slots(v) for k, v in value.items()}
+        return {k: _mapped(v, to) for k, v in value.items()}
     if isinstance(value, list):
-        return [_as_slots(v) for v in value]
-    if isinstance(value, str) and not isinstance(value, Slot) and _PLACEHOLDER.fullmatch(value):
-        return Slot(value)
-    return value
+        return [_mapped(v, to) for v in value]
+    found = _PLACEHOLDER.fullmatch(value) if isinstance(value, str) else None
+    return to(*_index_and_kind(found)) if found else value
 
 
 def pieces(shaped: list[dict[str, Any]], render: Callable[[list[dict[str, Any]]], str]) -> tuple[str | int, ...]:
@@ -197,7 +196,12 @@ def pieces(shaped: list[dict[str, Any]], render: Callable[[list[dict[str, Any]]]
     template used a placeholder for more than writing it out, changed one (escaped it, dropped a text it did write),
     or failed on the shape. Checked by rendering the shape again with other texts in the slots: the pieces
     filled with those must give that render's text."""
-    first = _render_noting(shaped, render)
+    kinds: dict[int, str] = {}
+
+    def as_slot(index: int, kind: str) -> Slot:  # the placeholder, noting its uses (and its kind)
+        kinds[index] = kind
+        return Slot(placeholder(index, kind))
+    first = _render_noting(_mapped(shaped, as_slot), render)
     if first is None:
         return ()
     split: list[str | int] = []
@@ -214,19 +218,19 @@ def pieces(shaped: list[dict[str, Any]], render: Callable[[list[dict[str, Any]]]
     parts = (*split, first[at:])
     if any(MARK in part or _END in part for part in parts[::2]):  # type: ignore[operator]
         return ()  # a placeholder came out changed
-    kinds = _kinds(shaped)
-    others: list[Any] = [_OTHER_VALUES.get(kind) or _other(i) for i, kind in enumerate(kinds)]
-    second = _render_noting(_replaced(shaped, others), render)
-    filled = [other if kind == TEXT else json_text(other) if kind == JSON_STRING else
-              json.dumps(other, ensure_ascii=False) for other, kind in zip(others, kinds, strict=True)]
+    others: list[Any] = [_OTHER_VALUES.get(kinds[i]) or _other(i) for i in range(len(kinds))]
+    second = _render_noting(_mapped(shaped, lambda i, kind: Slot(others[i]) if kind in (TEXT, JSON_STRING)
+                                    else others[i]), render)
+    filled = [other if kinds[i] == TEXT else json_text(other) if kinds[i] == JSON_STRING else
+              json.dumps(other, ensure_ascii=False) for i, other in enumerate(others)]
     return parts if second is not None and second == fill(parts, filled) else ()
 
 
-def _render_noting(shaped: Any, render: Callable[[list[dict[str, Any]]], str]) -> str | None:
-    """``render`` of the shape with its placeholders as ``Slot`` strings; None when it noted a use or failed."""
+def _render_noting(run: Any, render: Callable[[list[dict[str, Any]]], str]) -> str | None:
+    """``render`` of a run whose texts are ``Slot`` strings; None when it noted a use of one or failed."""
     _noted.uses = []
     try:
-        text = render(_as_slots(shaped))
+        text = render(run)
         used = _noted.uses
     except Exception:  # noqa: BLE001  (a template that cannot render the placeholders: the run renders as is)
         return None
@@ -246,34 +250,6 @@ _OTHER_VALUES: dict[str, Any] = {
     "d": {"z": "\"\u00e9\n", "a": [1, 2], "m": {"k": None}}, "i": 1234567, "f": 0.25}
 """Second values for the slots of an arguments object's other values, by type: real ones, so a template that writes
 a list or a number otherwise than a string (or JSON otherwise than ``json.dumps``) shows it in the second render."""
-
-
-def _kinds(value: Any, found: dict[int, str] | None = None) -> list[str]:
-    """For each placeholder of the shape, by index: its kind (``TEXT``, ``JSON_STRING`` or a value's type letter)."""
-    found = {} if found is None else found
-    if isinstance(value, dict):
-        for v in value.values():
-            _kinds(v, found)
-    elif isinstance(value, list):
-        for v in value:
-            _kinds(v, found)
-    elif isinstance(value, str) and (match := _PLACEHOLDER.fullmatch(value)):
-        index, kind = _index_and_kind(match)
-        found[index] = kind
-    return [found[i] for i in range(len(found))]
-
-
-def _replaced(value: Any, texts: list[Any]) -> Any:
-    """The shape with each placeholder's value ``texts``'s of its index (a text as a ``Slot`` too)."""
-    if isinstance(value, dict):
-        return {k: _replaced(v, texts) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_replaced(v, texts) for v in value]
-    found = _PLACEHOLDER.fullmatch(value) if isinstance(value, str) else None
-    if not found:
-        return value
-    index, kind = _index_and_kind(found)
-    return Slot(texts[index]) if kind in (TEXT, JSON_STRING) else texts[index]
 
 
 def fill(parts: tuple[str | int, ...], texts: list[str]) -> str:
