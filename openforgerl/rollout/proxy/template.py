@@ -60,8 +60,16 @@ _AGENT_LOOP: list[dict[str, Any]] = [
 _EDGES: list[dict[str, Any]] = [
     {"role": "system", "content": ""}, {"role": "user", "content": "x"}, {"role": "assistant", "content": ""},
     {"role": "user", "content": "<tool_call>not one</tool_call>"}]
+_THINKING: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Fix it."},
+    {"role": "assistant", "content": "<think>\nFirst look.\n</think>\n\nLooking.", "tool_calls": [_CALL]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+    {"role": "assistant", "content": "<think>\nIt is fixed.\n</think>\n\nDone."}]
+"""An agent loop of a reasoning model: templates that show an answer's reasoning only after the last user message
+(Qwen3's) render an answer alone otherwise than in its conversation."""
 INCREMENTAL_SAMPLES: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = [
-    (_AGENT_LOOP, _TOOLS), (_AGENT_LOOP, None), (_EDGES, None), (_AGENT_LOOP[:4], _TOOLS)]
+    (_AGENT_LOOP, _TOOLS), (_AGENT_LOOP, None), (_EDGES, None), (_AGENT_LOOP[:4], _TOOLS), (_THINKING, _TOOLS),
+    (_THINKING[:4], None), ([*_THINKING, {"role": "user", "content": "And now?"}], None)]
 """Conversations a template must render the same way message run by message run as in one go."""
 
 

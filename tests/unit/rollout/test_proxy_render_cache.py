@@ -143,6 +143,39 @@ def test_a_template_that_is_not_concatenative_is_rendered_in_full(policy):
     assert odd.render(messages, None, True).count("(last)") == 1
 
 
+THINKING_TEMPLATE = (
+    # A reasoning model's template (as Qwen3's does): an answer's reasoning is shown only after the last user message.
+    "{%- set ns = namespace(last=messages|length - 1, found=false) -%}"
+    "{%- for m in messages|reverse -%}{%- if not ns.found and m.role == 'user' -%}"
+    "{%- set ns.found = true -%}{%- set ns.last = messages|length - 1 - loop.index0 -%}{%- endif -%}{%- endfor -%}"
+    "{%- for m in messages -%}{%- set content = m.content or '' -%}"
+    "{%- if m.role == 'assistant' -%}{%- set why = '' -%}"
+    "{%- if '</think>' in content -%}{%- set why = content.split('</think>')[0].split('<think>')[-1].strip() -%}"
+    "{%- set content = content.split('</think>')[-1].lstrip() -%}{%- endif -%}"
+    "<|im_start|>assistant\n{% if loop.index0 > ns.last and why %}<think>\n{{ why }}\n</think>\n\n{% endif %}"
+    "{{ content }}{% for c in m.tool_calls or [] %}\n<tool_call>\n{{ c.function | tojson }}\n</tool_call>{% endfor %}"
+    "<|im_end|>\n{%- else -%}<|im_start|>{{ m.role }}\n{{ content }}<|im_end|>\n{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- endif -%}")
+
+
+def test_a_template_showing_reasoning_only_after_the_last_user_message_is_rendered_in_full(policy):
+    """Such a template renders an answer alone (after the anchor: no user message) without its reasoning, and in
+    an agent loop with it: cached runs would drop the reasoning the model wrote, so the check must refuse it."""
+    from copy import deepcopy
+
+    tokenizer = deepcopy(policy.tokenizer)
+    tokenizer.chat_template = THINKING_TEMPLATE
+    thinking = HFChatTemplate(tokenizer)
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "fix it"},
+                {"role": "assistant", "content": "<think>\nlook first\n</think>\n\nLooking.", "tool_calls": [
+                    {"type": "function", "function": {"name": "ls", "arguments": {"p": "."}}}]},
+                {"role": "tool", "content": "a.txt"}]
+    full = thinking.full_render(messages, None, True)
+    assert "look first" in full
+    assert thinking.render(messages, None, True) == full and thinking._incremental is False
+    assert thinking.render(messages[:3] + [{"role": "user", "content": "and?"}], None, True).count("look first") == 0
+
+
 def test_common_prefix_matches_a_plain_scan():
     rng = random.Random(7)
     for _ in range(300):
