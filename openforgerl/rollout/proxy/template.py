@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import functools
+import logging
 import os
 import re
 import threading
@@ -39,6 +40,12 @@ USE_SLOTS = os.environ.get("FORGE_PROXY_SLOTS", "1") != "0"
 """Render a run whose texts are new through its shape when the template allows (``slots``); 0: always Jinja."""
 CHECK_RENDER = os.environ.get("FORGE_PROXY_CHECK_RENDER", "") not in ("", "0")
 """Debug: render every prompt in full too and fail on any difference from the incremental render."""
+VERIFY_FIRST, VERIFY_EVERY = 16, 256
+"""Incremental renders also rendered in full and compared: a template's first ones, then one in this many. The
+samples ``_check_incremental`` renders cannot show every way a template may depend on a message's neighbours; a
+difference on real traffic turns incremental rendering off for that template (a warning says so)."""
+
+log = logging.getLogger(__name__)
 
 ANCHOR = {"role": "system", "content": "forge anchor"}
 """The system turn each later run of messages is rendered after, alone, to get the text that run adds."""
@@ -226,6 +233,7 @@ class HFChatTemplate(ChatTemplate):
         self._piecewise: bool | None = None
         self._max_chars = 0
         self._incremental: bool | None = None
+        self._renders = 0  # incremental renders made, for ``_verified``
         self._texts: Bounded[bytes, str] = Bounded(TEXT_CACHE_ENTRIES, TEXT_CACHE_CHARS)  # a message run -> text
         self._shapes: Bounded[bytes, tuple[str | int, ...]] = Bounded(SHAPE_CACHE_ENTRIES, SHAPE_CACHE_ENTRIES * 64)
         self._slots: bool | None = None
@@ -246,12 +254,28 @@ class HFChatTemplate(ChatTemplate):
             text = self._by_message(messages, tools, add_generation_prompt)
         except (_NotIncremental, TypeError):  # a message orjson cannot write, or one the anchor trick cannot render
             return self.full_render(messages, tools, add_generation_prompt)
+        return self._verified(text, messages, tools, add_generation_prompt)
+
+    def _verified(self, text: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                  gen: bool) -> str:
+        """``text``, an incremental render; on the renders ``VERIFY_FIRST`` and ``VERIFY_EVERY`` pick, compared with
+        the full render, which it gives instead when they differ (from then on every render is full)."""
+        self._renders += 1  # (threads racing here may skip or repeat a check: no harm)
+        if not CHECK_RENDER and self._renders > VERIFY_FIRST and self._renders % VERIFY_EVERY:
+            return text
+        full = self.full_render(messages, tools, gen)
+        if text == full:
+            return text
+        at = next((i for i, (a, b) in enumerate(zip(text, full, strict=False)) if a != b), min(len(text), len(full)))
         if CHECK_RENDER:
-            full = self.full_render(messages, tools, add_generation_prompt)
-            if text != full:
-                at = next((i for i, (a, b) in enumerate(zip(text, full, strict=False)) if a != b), len(text))
-                raise AssertionError(f"incremental render differs from the full render at character {at}")
-        return text
+            raise AssertionError(f"incremental render differs from the full render at character {at}")
+        if self._incremental:
+            self._incremental = False
+            log.warning("the chat template renders a conversation otherwise than message by message (first "
+                        "difference at character %d: %r, rendered in full: %r); every prompt is rendered in full "
+                        "from now on (slower: the template's Jinja on the whole history each call)",
+                        at, text[max(at - 20, 0):at + 20], full[max(at - 20, 0):at + 20])
+        return full
 
     def full_render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                     add_generation_prompt: bool) -> str:
@@ -289,9 +313,7 @@ class HFChatTemplate(ChatTemplate):
         except (_NotIncremental, TypeError):
             return None
         new = text[:len(text) - len(self._generation_prompt)] + after + self._generation_prompt
-        if CHECK_RENDER and new != self.full_render(messages, tools, True):
-            raise AssertionError("the render after a kept prompt differs from the full render")
-        return new
+        return self._verified(new, messages, tools, True)
 
     def _run_text(self, run: list[dict[str, Any]]) -> str:
         text = self.full_render([ANCHOR, *run], None, False)

@@ -176,6 +176,34 @@ def test_a_template_showing_reasoning_only_after_the_last_user_message_is_render
     assert thinking.render(messages[:3] + [{"role": "user", "content": "and?"}], None, True).count("look first") == 0
 
 
+def test_a_template_that_differs_only_on_real_traffic_is_caught_by_the_spot_checks(policy, monkeypatch, caplog):
+    """The samples cannot show every dependence on neighbours: this template numbers user turns past the second
+    (the samples have two). Incremental renders are compared with full ones (the first ones, then one in
+    ``VERIFY_EVERY``): the first difference turns incremental rendering off, with a warning, and the call gets
+    the full render."""
+    from copy import deepcopy
+
+    tokenizer = deepcopy(policy.tokenizer)
+    tokenizer.chat_template = (
+        "{% set ns = namespace(users=0) %}{% for m in messages %}<|im_start|>{{ m.role }}\n"
+        "{% if m.role == 'user' %}{% set ns.users = ns.users + 1 %}{% if ns.users > 2 %}(again) {% endif %}{% endif %}"
+        "{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    counting = HFChatTemplate(tokenizer)
+    monkeypatch.setattr(template_module, "VERIFY_FIRST", 1)
+    monkeypatch.setattr(template_module, "VERIFY_EVERY", 3)
+    chat = [{"role": "system", "content": "s"}]
+    for turn in range(3):
+        chat += [{"role": "user", "content": f"q{turn}"}, {"role": "assistant", "content": f"a{turn}"}]
+    two, three = chat[:4], chat[:6]
+    with caplog.at_level("WARNING", logger=template_module.__name__):
+        assert counting.render(two, None, True) == counting.full_render(two, None, True)  # verified: the same
+        assert counting._incremental is True
+        assert "(again)" not in counting.render(three, None, True)  # not checked: the cached runs' text, wrong
+        assert counting.render(three, None, True) == counting.full_render(three, None, True)  # checked: caught
+    assert counting._incremental is False and "(again)" in counting.render(chat, None, True)
+    assert "otherwise than message by message" in caplog.text and "every prompt is rendered in full" in caplog.text
+
+
 def test_common_prefix_matches_a_plain_scan():
     rng = random.Random(7)
     for _ in range(300):
