@@ -75,9 +75,23 @@ _THINKING: list[dict[str, Any]] = [
 """An agent loop of a reasoning model: templates that show an answer's reasoning only after the last user message
 (Qwen3's) render an answer alone otherwise than in its conversation."""
 INCREMENTAL_SAMPLES: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = [
-    (_AGENT_LOOP, _TOOLS), (_AGENT_LOOP, None), (_EDGES, None), (_AGENT_LOOP[:4], _TOOLS), (_THINKING, _TOOLS),
-    (_THINKING[:4], None), ([*_THINKING, {"role": "user", "content": "And now?"}], None)]
+    (_AGENT_LOOP, _TOOLS), (_AGENT_LOOP, None), (_EDGES, None), (_AGENT_LOOP[:4], _TOOLS)]
 """Conversations a template must render the same way message run by message run as in one go."""
+THINKING_SAMPLES: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = [
+    (_THINKING, _TOOLS), (_THINKING[:4], None), ([*_THINKING, {"role": "user", "content": "And now?"}], None)]
+"""The same for answers holding their reasoning: a template that passes the others but not these renders a
+conversation in full when an answer of it holds a think tag (``thinking``), else run by run."""
+THINK_TAGS = ("<think>", "</think>")
+
+
+def thinking(messages: list[dict[str, Any]]) -> bool:
+    """Whether an answer among ``messages`` holds a think tag (reasoning written into its content)."""
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "assistant" and isinstance(content, str) and \
+                (THINK_TAGS[0] in content or THINK_TAGS[1] in content):
+            return True
+    return False
 
 
 K = TypeVar("K", bound=Hashable)
@@ -233,6 +247,7 @@ class HFChatTemplate(ChatTemplate):
         self._piecewise: bool | None = None
         self._max_chars = 0
         self._incremental: bool | None = None
+        self._thinking_in_full = False  # set by ``_check_incremental``: see ``THINKING_SAMPLES``
         self._renders = 0  # incremental renders made, for ``_verified``
         self._texts: Bounded[bytes, str] = Bounded(TEXT_CACHE_ENTRIES, TEXT_CACHE_CHARS)  # a message run -> text
         self._shapes: Bounded[bytes, tuple[str | int, ...]] = Bounded(SHAPE_CACHE_ENTRIES, SHAPE_CACHE_ENTRIES * 64)
@@ -248,7 +263,8 @@ class HFChatTemplate(ChatTemplate):
     def render(self, messages, tools, add_generation_prompt):
         if self._incremental is None:  # racing threads compute the same answer
             self._incremental = self._check_incremental()
-        if not self._incremental or not messages or messages[0].get("role") != "system":
+        if not self._incremental or not messages or messages[0].get("role") != "system" \
+                or (self._thinking_in_full and thinking(messages)):
             return self.full_render(messages, tools, add_generation_prompt)
         try:
             text = self._by_message(messages, tools, add_generation_prompt)
@@ -306,7 +322,7 @@ class HFChatTemplate(ChatTemplate):
     def render_after(self, text, messages, start, tools):
         if not self._incremental or not 0 < start < len(messages) or messages[0].get("role") != "system" \
                 or messages[start - 1].get("role") == messages[start].get("role") \
-                or not text.endswith(self._generation_prompt):
+                or not text.endswith(self._generation_prompt) or (self._thinking_in_full and thinking(messages)):
             return None
         try:
             after = self._runs(messages, start)
@@ -355,7 +371,9 @@ class HFChatTemplate(ChatTemplate):
     def _check_incremental(self) -> bool:
         """Whether this template renders each run of same-role messages independently of its neighbours (so
         texts can be cached per run): checked on conversations with every role, tool calls, consecutive tool
-        results and content-less turns, with and without tools. A template that fails renders in full."""
+        results and content-less turns, with and without tools. A template that fails renders in full; one that
+        fails only on answers holding their reasoning (``THINKING_SAMPLES``) renders in full the conversations
+        that have such an answer."""
         try:
             self._anchor_text = self.full_render([ANCHOR], None, False)
             self._generation_prompt = self.full_render([ANCHOR], None, True)[len(self._anchor_text):]
@@ -365,6 +383,8 @@ class HFChatTemplate(ChatTemplate):
                 for gen in (False, True):
                     if self._by_message(messages, tools, gen) != self.full_render(messages, tools, gen):
                         return False
+            self._thinking_in_full = any(self._by_message(sample, tools, gen) != self.full_render(sample, tools, gen)
+                                         for sample, tools in THINKING_SAMPLES for gen in (False, True))
             return True
         except Exception:  # noqa: BLE001  (a template that cannot render the samples: render in full)
             return False

@@ -158,9 +158,11 @@ THINKING_TEMPLATE = (
     "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- endif -%}")
 
 
-def test_a_template_showing_reasoning_only_after_the_last_user_message_is_rendered_in_full(policy):
+def test_a_template_showing_reasoning_only_after_the_last_user_message_renders_conversations_with_it_in_full(
+        policy):
     """Such a template renders an answer alone (after the anchor: no user message) without its reasoning, and in
-    an agent loop with it: cached runs would drop the reasoning the model wrote, so the check must refuse it."""
+    an agent loop with it: cached runs would drop the reasoning the model wrote. The check finds that only
+    answers holding think tags differ: conversations with one render in full, the others run by run."""
     from copy import deepcopy
 
     tokenizer = deepcopy(policy.tokenizer)
@@ -172,8 +174,17 @@ def test_a_template_showing_reasoning_only_after_the_last_user_message_is_render
                 {"role": "tool", "content": "a.txt"}]
     full = thinking.full_render(messages, None, True)
     assert "look first" in full
-    assert thinking.render(messages, None, True) == full and thinking._incremental is False
+    assert thinking.render(messages, None, True) == full
+    assert thinking._incremental is True and thinking._thinking_in_full is True
     assert thinking.render(messages[:3] + [{"role": "user", "content": "and?"}], None, True).count("look first") == 0
+    kept = thinking.render(messages[:2], None, True)
+    assert thinking.render_after(kept, messages, 2, None) is None  # the kept prompt's messages are not enough
+    plain = copy.deepcopy(messages)
+    plain[2]["content"] = "Looking."
+    thinking._texts.clear()
+    assert thinking.render(plain, None, True) == thinking.full_render(plain, None, True)
+    assert len(thinking._texts._values) == 4  # the head and three runs: rendered run by run
+    assert policy._thinking_in_full is False  # the policy's template writes an answer as it is, wherever it is
 
 
 def test_a_template_that_differs_only_on_real_traffic_is_caught_by_the_spot_checks(policy, monkeypatch, caplog):
