@@ -12,7 +12,7 @@ import copy
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from openforgerl.rollout.proxy import template as template_module
@@ -42,12 +42,35 @@ def policy() -> HFChatTemplate:
     return template
 
 
+THINKING_TEMPLATE = (
+    # A reasoning model's template (as Qwen3's does): an answer's reasoning is shown only after the last user message.
+    "{%- set ns = namespace(last=messages|length - 1, found=false) -%}"
+    "{%- for m in messages|reverse -%}{%- if not ns.found and m.role == 'user' -%}"
+    "{%- set ns.found = true -%}{%- set ns.last = messages|length - 1 - loop.index0 -%}{%- endif -%}{%- endfor -%}"
+    "{%- for m in messages -%}{%- set content = m.content or '' -%}"
+    "{%- if m.role == 'assistant' -%}{%- set why = '' -%}"
+    "{%- if '</think>' in content -%}{%- set why = content.split('</think>')[0].split('<think>')[-1].strip() -%}"
+    "{%- set content = content.split('</think>')[-1].lstrip() -%}{%- endif -%}"
+    "<|im_start|>assistant\n{% if loop.index0 > ns.last and why %}<think>\n{{ why }}\n</think>\n\n{% endif %}"
+    "{{ content }}{% for c in m.tool_calls or [] %}\n<tool_call>\n{{ c.function | tojson }}\n</tool_call>{% endfor %}"
+    "<|im_end|>\n{%- else -%}<|im_start|>{{ m.role }}\n{{ content }}<|im_end|>\n{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- endif -%}")
+
+
+@pytest.fixture(scope="module")
+def thinking(policy) -> HFChatTemplate:
+    """The policy's tokenizer under ``THINKING_TEMPLATE``."""
+    tokenizer = copy.deepcopy(policy.tokenizer)
+    tokenizer.chat_template = THINKING_TEMPLATE
+    return HFChatTemplate(tokenizer)
+
+
 def test_the_policy_template_is_rendered_incrementally(policy):
     policy.render([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], TOOLS, True)
     assert policy._incremental is True  # the shipped template passes the check: prompts come from the caches
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(system=text, rest=st.lists(message, max_size=9), tools=st.booleans(), gen=st.booleans())
 def test_cached_render_and_encode_equal_the_full_ones(policy, system, rest, tools, gen):
     messages = [{"role": "system", "content": system}, *rest]
@@ -143,31 +166,11 @@ def test_a_template_that_is_not_concatenative_is_rendered_in_full(policy):
     assert odd.render(messages, None, True).count("(last)") == 1
 
 
-THINKING_TEMPLATE = (
-    # A reasoning model's template (as Qwen3's does): an answer's reasoning is shown only after the last user message.
-    "{%- set ns = namespace(last=messages|length - 1, found=false) -%}"
-    "{%- for m in messages|reverse -%}{%- if not ns.found and m.role == 'user' -%}"
-    "{%- set ns.found = true -%}{%- set ns.last = messages|length - 1 - loop.index0 -%}{%- endif -%}{%- endfor -%}"
-    "{%- for m in messages -%}{%- set content = m.content or '' -%}"
-    "{%- if m.role == 'assistant' -%}{%- set why = '' -%}"
-    "{%- if '</think>' in content -%}{%- set why = content.split('</think>')[0].split('<think>')[-1].strip() -%}"
-    "{%- set content = content.split('</think>')[-1].lstrip() -%}{%- endif -%}"
-    "<|im_start|>assistant\n{% if loop.index0 > ns.last and why %}<think>\n{{ why }}\n</think>\n\n{% endif %}"
-    "{{ content }}{% for c in m.tool_calls or [] %}\n<tool_call>\n{{ c.function | tojson }}\n</tool_call>{% endfor %}"
-    "<|im_end|>\n{%- else -%}<|im_start|>{{ m.role }}\n{{ content }}<|im_end|>\n{%- endif -%}{%- endfor -%}"
-    "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- endif -%}")
-
-
 def test_a_template_showing_reasoning_only_after_the_last_user_message_renders_conversations_with_it_in_full(
-        policy):
+        policy, thinking):
     """Such a template renders an answer alone (after the anchor: no user message) without its reasoning, and in
     an agent loop with it: cached runs would drop the reasoning the model wrote. The check finds that only
     answers holding think tags differ: conversations with one render in full, the others run by run."""
-    from copy import deepcopy
-
-    tokenizer = deepcopy(policy.tokenizer)
-    tokenizer.chat_template = THINKING_TEMPLATE
-    thinking = HFChatTemplate(tokenizer)
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "fix it"},
                 {"role": "assistant", "content": "<think>\nlook first\n</think>\n\nLooking.", "tool_calls": [
                     {"type": "function", "function": {"name": "ls", "arguments": {"p": "."}}}]},
@@ -226,13 +229,17 @@ def test_common_prefix_matches_a_plain_scan():
 
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(steps=st.lists(st.sampled_from(["continue", "continue", "tool", "edit", "resend", "restart"]),
-                      min_size=1, max_size=7))
-def test_agent_loops_through_the_proxy_match_a_full_render_on_every_call(policy, monkeypatch, steps):
+                      min_size=1, max_size=7), reasoning=st.booleans())
+@example(steps=["continue", "continue", "continue"], reasoning=True)  # an answer with reasoning after the last user
+def test_agent_loops_through_the_proxy_match_a_full_render_on_every_call(policy, thinking, monkeypatch, steps,
+                                                                          reasoning):
     """Clean, realigned and forked calls with the render checked against a full render on every call
-    (FORGE_PROXY_CHECK_RENDER's mode): any difference would fail the call."""
+    (FORGE_PROXY_CHECK_RENDER's mode): any difference would fail the call. ``reasoning``: a reasoning model's
+    answers (think tags) under a template that shows them only after the last user message."""
     monkeypatch.setattr(template_module, "CHECK_RENDER", True)
-    turns = [ScriptTurn(text="Done. é"), ScriptTurn(tool_calls=[{"name": "ls", "arguments": {"p": "."}}])]
-    proxy = InProcessProxy(turns, template=policy)
+    why = "<think>\nplan é\n</think>\n\n" if reasoning else ""
+    turns = [ScriptTurn(text=f"{why}Done. é"), ScriptTurn(text=why, tool_calls=[{"name": "ls", "arguments": {"p": "."}}])]
+    proxy = InProcessProxy(turns, template=thinking if reasoning else policy)
 
     async def loop() -> dict:
         async with proxy.client() as client:
