@@ -275,7 +275,8 @@ class HFChatTemplate(ChatTemplate):
     def _verified(self, text: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                   gen: bool) -> str:
         """``text``, an incremental render; on the renders ``VERIFY_FIRST`` and ``VERIFY_EVERY`` pick, compared with
-        the full render, which it gives instead when they differ (from then on every render is full)."""
+        the full render, which it gives instead when they differ. From then on every render is full, unless the
+        runs rendered afresh give it: then a cached text was stale (a template that writes today's date)."""
         self._renders += 1  # (threads racing here may skip or repeat a check: no harm)
         if not CHECK_RENDER and self._renders > VERIFY_FIRST and self._renders % VERIFY_EVERY:
             return text
@@ -285,7 +286,12 @@ class HFChatTemplate(ChatTemplate):
         at = next((i for i, (a, b) in enumerate(zip(text, full, strict=False)) if a != b), min(len(text), len(full)))
         if CHECK_RENDER:
             raise AssertionError(f"incremental render differs from the full render at character {at}")
-        if self._incremental:
+        self._texts.clear()  # a text may be stale (a template that writes today's date): do the runs render so now?
+        try:
+            stale = self._by_message(messages, tools, gen) == full
+        except (_NotIncremental, TypeError):
+            stale = False
+        if self._incremental and not stale:
             self._incremental = False
             log.warning("the chat template renders a conversation otherwise than message by message (first "
                         "difference at character %d: %r, rendered in full: %r); every prompt is rendered in full "

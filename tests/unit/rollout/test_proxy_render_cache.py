@@ -218,6 +218,38 @@ def test_a_template_that_differs_only_on_real_traffic_is_caught_by_the_spot_chec
     assert "otherwise than message by message" in caplog.text and "every prompt is rendered in full" in caplog.text
 
 
+def test_a_cached_text_gone_stale_is_rendered_again_and_the_caches_stay_on(policy, monkeypatch, caplog):
+    """A template that writes today's date: past midnight the cached system turn is yesterday's. The spot check
+    finds the difference, renders the runs afresh, which agree with the full render: a stale text, not a template
+    that depends on neighbours, so incremental rendering stays on."""
+    import datetime as real
+
+    from transformers.utils import chat_template_utils
+
+    class Clock:
+        day = 4
+
+        @classmethod
+        def now(cls):
+            return real.datetime(2026, 12, cls.day, 23, 59)
+    monkeypatch.setattr(chat_template_utils, "datetime", Clock)
+    tokenizer = copy.deepcopy(policy.tokenizer)
+    tokenizer.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if loop.first %}Today: {{ strftime_now('%d %b') }}\n"
+        "{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+        "{% endif %}")
+    dated = HFChatTemplate(tokenizer)
+    monkeypatch.setattr(template_module, "VERIFY_FIRST", 0)
+    monkeypatch.setattr(template_module, "VERIFY_EVERY", 1)
+    chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    with caplog.at_level("WARNING", logger=template_module.__name__):
+        assert "04 Dec" in dated.render(chat, None, True)
+        Clock.day = 5
+        assert "05 Dec" in dated.render(chat, None, True)
+        assert dated._incremental is True and "05 Dec" in dated._by_message(chat, None, True)
+    assert "otherwise than message by message" not in caplog.text
+
+
 def test_common_prefix_matches_a_plain_scan():
     rng = random.Random(7)
     for _ in range(300):
