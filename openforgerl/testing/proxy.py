@@ -48,6 +48,33 @@ def policy_template(model: str = "smollm2") -> ChatTemplate:
         return HFChatTemplate(tokenizer)
 
 
+THINKING_TEMPLATE = (
+    "{%- set ns = namespace(last=messages|length - 1, found=false) -%}"
+    "{%- for m in messages|reverse -%}{%- if not ns.found and m.role == 'user' -%}"
+    "{%- set ns.found = true -%}{%- set ns.last = messages|length - 1 - loop.index0 -%}{%- endif -%}{%- endfor -%}"
+    "{%- for m in messages -%}{%- set content = m.content or '' -%}"
+    "{%- if m.role == 'assistant' -%}{%- set why = '' -%}"
+    "{%- if '</think>' in content -%}{%- set why = content.split('</think>')[0].split('<think>')[-1].strip() -%}"
+    "{%- set content = content.split('</think>')[-1].lstrip() -%}{%- endif -%}"
+    "<|im_start|>assistant\n{% if loop.index0 > ns.last and why %}<think>\n{{ why }}\n</think>\n\n{% endif %}"
+    "{{ content }}{% for c in m.tool_calls or [] %}\n<tool_call>\n{{ c.function | tojson }}\n</tool_call>{% endfor %}"
+    "<|im_end|>\n{%- else -%}<|im_start|>{{ m.role }}\n{{ content }}<|im_end|>\n{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- endif -%}")
+"""A reasoning model's chat template, as Qwen3's behaves: an answer's reasoning (``<think>...</think>`` in its
+content) is shown only for answers after the last user message, and dropped from earlier ones."""
+
+
+def thinking_template() -> HFChatTemplate:
+    """The policy's tokenizer under ``THINKING_TEMPLATE`` (a new template each call: its caches its own)."""
+    import copy
+
+    policy = policy_template()
+    assert isinstance(policy, HFChatTemplate)
+    tokenizer = copy.deepcopy(policy.tokenizer)
+    tokenizer.chat_template = THINKING_TEMPLATE
+    return HFChatTemplate(tokenizer)
+
+
 def parse_sse(body: bytes | str) -> list[tuple[str | None, Any]]:
     """SSE text -> [(event name or None, parsed data or the raw string)]."""
     text = body.decode() if isinstance(body, bytes) else body

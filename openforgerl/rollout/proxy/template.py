@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 ANCHOR = {"role": "system", "content": "forge anchor"}
 """The system turn each later run of messages is rendered after, alone, to get the text that run adds."""
+QUERY = {"role": "user", "content": "forge query"}
+"""The user message after which the messages a call adds to a reasoning model's agent loop are rendered, as they are
+in their own conversation (``HFChatTemplate._after_query``)."""
 _CALL: dict[str, Any] = {"id": "call_1", "type": "function",
                          "function": {"name": "write_file", "arguments": '{"path": "a.txt"}'}}
 _CALL2: dict[str, Any] = {"id": "call_2", "type": "function",
@@ -248,6 +251,8 @@ class HFChatTemplate(ChatTemplate):
         self._max_chars = 0
         self._incremental: bool | None = None
         self._thinking_in_full = False  # set by ``_check_incremental``: see ``THINKING_SAMPLES``
+        self._thinking_after_query = False  # ... and whether ``_after_query`` renders what a call adds to them
+        self._query_text = ""
         self._renders = 0  # incremental renders made, for ``_verified``
         self._texts: Bounded[bytes, str] = Bounded(TEXT_CACHE_ENTRIES, TEXT_CACHE_CHARS)  # a message run -> text
         self._shapes: Bounded[bytes, tuple[str | int, ...]] = Bounded(SHAPE_CACHE_ENTRIES, SHAPE_CACHE_ENTRIES * 64)
@@ -328,14 +333,45 @@ class HFChatTemplate(ChatTemplate):
     def render_after(self, text, messages, start, tools):
         if not self._incremental or not 0 < start < len(messages) or messages[0].get("role") != "system" \
                 or messages[start - 1].get("role") == messages[start].get("role") \
-                or not text.endswith(self._generation_prompt) or (self._thinking_in_full and thinking(messages)):
+                or not text.endswith(self._generation_prompt):
             return None
         try:
-            after = self._runs(messages, start)
+            if not (self._thinking_in_full and thinking(messages)):
+                after = self._runs(messages, start) + self._generation_prompt
+            elif self._thinking_after_query and all(m.get("role") != "user" for m in messages[start:]):
+                after = self._after_query(messages[start:])
+            else:
+                return None
         except (_NotIncremental, TypeError):
             return None
-        new = text[:len(text) - len(self._generation_prompt)] + after + self._generation_prompt
-        return self._verified(new, messages, tools, True)
+        return self._verified(text[:len(text) - len(self._generation_prompt)] + after, messages, tools, True)
+
+    def _after_query(self, new: list[dict[str, Any]]) -> str:
+        """The text messages that follow the last user message add to their conversation, with the generation
+        prompt: rendered together after an anchor system turn and a user message (as in their conversation, the
+        last of them is the last message). For templates that show an answer's reasoning only after the last user
+        message, which ``_check_incremental`` found to render so."""
+        text = self.full_render([ANCHOR, QUERY, *new], None, True)
+        if not text.startswith(self._query_text):
+            raise _NotIncremental
+        return text[len(self._query_text):]
+
+    def _after_query_agrees(self) -> bool:
+        """Whether ``render_after`` through ``_after_query`` gives the full render on ``THINKING_SAMPLES``, at every
+        point it would be used (a change of role, no user message after it)."""
+        self._query_text = self.full_render([ANCHOR, QUERY], None, False)
+        checked = 0
+        for sample, tools in THINKING_SAMPLES:
+            for start in range(1, len(sample)):
+                if sample[start - 1]["role"] == sample[start]["role"] or \
+                        any(m["role"] == "user" for m in sample[start:]):
+                    continue
+                kept = self.full_render(sample[:start], tools, True)
+                if not kept.endswith(self._generation_prompt) or kept[:len(kept) - len(self._generation_prompt)] \
+                        + self._after_query(sample[start:]) != self.full_render(sample, tools, True):
+                    return False
+                checked += 1
+        return checked > 0
 
     def _run_text(self, run: list[dict[str, Any]]) -> str:
         text = self.full_render([ANCHOR, *run], None, False)
@@ -379,7 +415,7 @@ class HFChatTemplate(ChatTemplate):
         texts can be cached per run): checked on conversations with every role, tool calls, consecutive tool
         results and content-less turns, with and without tools. A template that fails renders in full; one that
         fails only on answers holding their reasoning (``THINKING_SAMPLES``) renders in full the conversations
-        that have such an answer."""
+        that have such an answer, but for what a call adds after a kept prompt (``_after_query``), if it can."""
         try:
             self._anchor_text = self.full_render([ANCHOR], None, False)
             self._generation_prompt = self.full_render([ANCHOR], None, True)[len(self._anchor_text):]
@@ -391,6 +427,11 @@ class HFChatTemplate(ChatTemplate):
                         return False
             self._thinking_in_full = any(self._by_message(sample, tools, gen) != self.full_render(sample, tools, gen)
                                          for sample, tools in THINKING_SAMPLES for gen in (False, True))
+            if self._thinking_in_full:
+                try:
+                    self._thinking_after_query = self._after_query_agrees()
+                except Exception:  # noqa: BLE001  (such conversations then render in full)
+                    self._thinking_after_query = False
             return True
         except Exception:  # noqa: BLE001  (a template that cannot render the samples: render in full)
             return False

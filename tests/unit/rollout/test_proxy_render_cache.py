@@ -19,7 +19,7 @@ from openforgerl.rollout.proxy import template as template_module
 from openforgerl.rollout.proxy.engine import ScriptTurn
 from openforgerl.rollout.proxy.template import HFChatTemplate
 from openforgerl.rollout.trajectory import common_prefix, packed
-from openforgerl.testing.proxy import PATHS, InProcessProxy, policy_template
+from openforgerl.testing.proxy import PATHS, InProcessProxy, policy_template, thinking_template
 
 TOOLS = [{"type": "function", "function": {"name": n, "description": f"{n} things",
                                            "parameters": {"type": "object", "properties": {"p": {"type": "string"}}}}}
@@ -42,27 +42,9 @@ def policy() -> HFChatTemplate:
     return template
 
 
-THINKING_TEMPLATE = (
-    # A reasoning model's template (as Qwen3's does): an answer's reasoning is shown only after the last user message.
-    "{%- set ns = namespace(last=messages|length - 1, found=false) -%}"
-    "{%- for m in messages|reverse -%}{%- if not ns.found and m.role == 'user' -%}"
-    "{%- set ns.found = true -%}{%- set ns.last = messages|length - 1 - loop.index0 -%}{%- endif -%}{%- endfor -%}"
-    "{%- for m in messages -%}{%- set content = m.content or '' -%}"
-    "{%- if m.role == 'assistant' -%}{%- set why = '' -%}"
-    "{%- if '</think>' in content -%}{%- set why = content.split('</think>')[0].split('<think>')[-1].strip() -%}"
-    "{%- set content = content.split('</think>')[-1].lstrip() -%}{%- endif -%}"
-    "<|im_start|>assistant\n{% if loop.index0 > ns.last and why %}<think>\n{{ why }}\n</think>\n\n{% endif %}"
-    "{{ content }}{% for c in m.tool_calls or [] %}\n<tool_call>\n{{ c.function | tojson }}\n</tool_call>{% endfor %}"
-    "<|im_end|>\n{%- else -%}<|im_start|>{{ m.role }}\n{{ content }}<|im_end|>\n{%- endif -%}{%- endfor -%}"
-    "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- endif -%}")
-
-
 @pytest.fixture(scope="module")
-def thinking(policy) -> HFChatTemplate:
-    """The policy's tokenizer under ``THINKING_TEMPLATE``."""
-    tokenizer = copy.deepcopy(policy.tokenizer)
-    tokenizer.chat_template = THINKING_TEMPLATE
-    return HFChatTemplate(tokenizer)
+def thinking() -> HFChatTemplate:
+    return thinking_template()
 
 
 def test_the_policy_template_is_rendered_incrementally(policy):
@@ -167,10 +149,11 @@ def test_a_template_that_is_not_concatenative_is_rendered_in_full(policy):
 
 
 def test_a_template_showing_reasoning_only_after_the_last_user_message_renders_conversations_with_it_in_full(
-        policy, thinking):
+        policy, thinking, monkeypatch):
     """Such a template renders an answer alone (after the anchor: no user message) without its reasoning, and in
     an agent loop with it: cached runs would drop the reasoning the model wrote. The check finds that only
-    answers holding think tags differ: conversations with one render in full, the others run by run."""
+    answers holding think tags differ: conversations with one render in full (but for what a call adds after a
+    kept prompt: rendered after a user message), the others run by run."""
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "fix it"},
                 {"role": "assistant", "content": "<think>\nlook first\n</think>\n\nLooking.", "tool_calls": [
                     {"type": "function", "function": {"name": "ls", "arguments": {"p": "."}}}]},
@@ -178,10 +161,23 @@ def test_a_template_showing_reasoning_only_after_the_last_user_message_renders_c
     full = thinking.full_render(messages, None, True)
     assert "look first" in full
     assert thinking.render(messages, None, True) == full
-    assert thinking._incremental is True and thinking._thinking_in_full is True
+    assert thinking._incremental is True and thinking._thinking_in_full is True and thinking._thinking_after_query
     assert thinking.render(messages[:3] + [{"role": "user", "content": "and?"}], None, True).count("look first") == 0
     kept = thinking.render(messages[:2], None, True)
-    assert thinking.render_after(kept, messages, 2, None) is None  # the kept prompt's messages are not enough
+    asked: list[int] = []
+    full_render = thinking.full_render
+
+    def spy(chat, tools, gen):
+        asked.append(len(chat))
+        return full_render(chat, tools, gen)
+    monkeypatch.setattr(thinking, "full_render", spy)
+    monkeypatch.setattr(template_module, "VERIFY_FIRST", 0)
+    monkeypatch.setattr(template_module, "VERIFY_EVERY", 10**9)  # no spot check: only what the render itself asks
+    # What a call adds after a kept prompt renders after a user message, as in its conversation: the reasoning shows.
+    assert thinking.render_after(kept, messages, 2, None) == full and asked == [2 + 2]  # anchor, query, 2 new
+    again = [*messages[:2], {"role": "user", "content": "and?"}, *messages[2:]]
+    assert thinking.render_after(kept, again, 2, None) is None  # a user message after it: earlier answers change
+    monkeypatch.undo()
     plain = copy.deepcopy(messages)
     plain[2]["content"] = "Looking."
     thinking._texts.clear()
@@ -270,7 +266,8 @@ def test_agent_loops_through_the_proxy_match_a_full_render_on_every_call(policy,
     answers (think tags) under a template that shows them only after the last user message."""
     monkeypatch.setattr(template_module, "CHECK_RENDER", True)
     why = "<think>\nplan é\n</think>\n\n" if reasoning else ""
-    turns = [ScriptTurn(text=f"{why}Done. é"), ScriptTurn(text=why, tool_calls=[{"name": "ls", "arguments": {"p": "."}}])]
+    turns = [ScriptTurn(text=f"{why}Done. é"),
+             ScriptTurn(text=why, tool_calls=[{"name": "ls", "arguments": {"p": "."}}])]
     proxy = InProcessProxy(turns, template=thinking if reasoning else policy)
 
     async def loop() -> dict:
