@@ -43,7 +43,7 @@ def policy() -> HFChatTemplate:
 
 
 @pytest.fixture(scope="module")
-def thinking() -> HFChatTemplate:
+def thinking(policy) -> HFChatTemplate:  # (after ``policy``: the tokenizer is the policy's)
     return thinking_template()
 
 
