@@ -6,7 +6,13 @@ each one to text before tokenising what is new. This times that render for reali
 60-message history rendered with the text cache empty (what a call paid when many live rollouts had turned the
 cache over). Ratios are of medians over the rounds.
 
-Run: .venv/bin/python bench/proxy_render.py [--rounds 7] [--out bench/results/proxy.md]
+``--thinking``: instead, a reasoning model's agent loop (each answer's reasoning in ``<think>`` tags, under
+``openforgerl.testing.proxy.THINKING_TEMPLATE``, which shows it only after the last user message, as Qwen3's
+does): what rendering one extending call's prompt costs run by run from the caches (what the proxy did before it
+checked for such templates: a wrong text, without the reasoning), in full, and after the kept prompt (what it
+does now), for histories of growing length.
+
+Run: .venv/bin/python bench/proxy_render.py [--rounds 7] [--thinking] [--out bench/results/proxy.md]
 Only this process is involved: no network at all.
 """
 
@@ -22,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 BEGIN, END = "<!-- render-shapes:begin -->", "<!-- render-shapes:end -->"
+THINKING_BEGIN, THINKING_END = "<!-- render-thinking:begin -->", "<!-- render-thinking:end -->"
 
 
 def answer(i: int) -> list[dict]:
@@ -47,8 +54,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--runs", type=int, default=1500, help="new runs rendered per point")
+    parser.add_argument("--thinking", action="store_true", help="a reasoning model's agent loop instead")
     parser.add_argument("--out", help="write the section 'Rendering new runs' of this markdown file")
     args = parser.parse_args()
+    if args.thinking:
+        thinking(args)
+        return
     from openforgerl.rollout.proxy.template import HFChatTemplate, load_chat_template
 
     template = load_chat_template("smollm2")
@@ -99,6 +110,58 @@ def main() -> None:
                 "template). Time to render one run of messages whose texts are new (each point renders "
                 f"{args.runs} runs no cache holds), with shapes on and off, interleaved; medians of the rounds.", ""]
         write_section(Path(args.out), BEGIN, END, head + lines)
+
+
+def thinking(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import orjson
+    from proxy import agent_history, write_section
+
+    from openforgerl.testing.proxy import thinking_template
+
+    template = thinking_template()
+    template.prepare()
+    assert template._thinking_in_full and template._thinking_after_query
+    why = "<think>\nThe test fails on the parser; look at the file, then run the tests again.\n</think>\n\n"
+    rows = []
+    for turns in (6, 12, 24, 48):
+        history = agent_history(turns)
+        for message in history:
+            if message["role"] == "assistant":
+                message["content"] = why
+        start = len(history) - 2  # the call adds the last answer and its tool's output
+        kept = template.full_render(history[:start], None, True)
+        full = template.full_render(history, None, True)
+        assert template.render_after(kept, history, start, None) == full
+        assert template._by_message(history, None, True) != full  # run by run: the reasoning is gone
+        ways = {"run by run": lambda: template._by_message(history, None, True),  # noqa: B023
+                "full": lambda: template.full_render(history, None, True),  # noqa: B023
+                "after the kept prompt": lambda: template.render_after(kept, history, start, None)}  # noqa: B023
+        got: dict[str, list[float]] = {}
+        for _ in range(args.rounds):
+            for name, render in ways.items():
+                started = time.perf_counter()
+                for _ in range(50):
+                    render()
+                got.setdefault(name, []).append((time.perf_counter() - started) / 50 * 1e3)
+        ms = {name: statistics.median(times) for name, times in got.items()}
+        rows.append(f"| {len(history)} | {len(orjson.dumps(history)) / 1000:.0f} kB | {ms['run by run']:.3f} | "
+                    f"{ms['full']:.3f} | {ms['after the kept prompt']:.3f} | "
+                    f"{ms['after the kept prompt'] / ms['full']:.2f}x |")
+    lines = ["| messages | history | run by run ms (wrong: no reasoning) | full ms | after the kept prompt ms | "
+             "after / full |", "|---:|---:|---:|---:|---:|---:|", *rows]
+    print("\n".join(lines))
+    if args.out:
+        head = ["## Rendering a reasoning model's agent loop", "",
+                f"`bench/proxy_render.py --thinking --rounds {args.rounds}` ({os.cpu_count()} cores, one process). "
+                "The agent body's history (its 3.1k-word system prompt, a task, tool calls and outputs) with each "
+                "answer's reasoning in its content, under `THINKING_TEMPLATE` (`openforgerl.testing.proxy`: shows "
+                "an answer's reasoning only after the last user message, as Qwen3's template does). Time to render "
+                "the prompt of a call that adds an answer and its tool's output: run by run from warm caches (what "
+                "the proxy did before it checked templates for this: the text lacks the reasoning), the template's "
+                "full render, and the kept prompt plus what the call adds rendered after a user message (what it "
+                "does now). Medians of the rounds, 50 renders a point.", ""]
+        write_section(Path(args.out), THINKING_BEGIN, THINKING_END, head + lines)
 
 
 if __name__ == "__main__":
