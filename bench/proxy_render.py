@@ -60,6 +60,7 @@ def main() -> None:
     if args.thinking:
         thinking(args)
         return
+    from openforgerl.rollout.proxy import template as template_module
     from openforgerl.rollout.proxy.template import HFChatTemplate, load_chat_template
 
     template = load_chat_template("smollm2")
@@ -70,6 +71,8 @@ def main() -> None:
     for i in range(29):
         history += [*answer(i), *output(i)]
     fresh = iter(range(10**9))
+    for _ in range(template_module.VERIFY_FIRST):  # a template's first renders are also rendered in full (checked)
+        template.render(history, None, True)
 
     def per_run(make) -> float:
         started = time.perf_counter()
@@ -117,6 +120,7 @@ def thinking(args: argparse.Namespace) -> None:
     import orjson
     from proxy import agent_history, write_section
 
+    from openforgerl.rollout.proxy.template import VERIFY_FIRST
     from openforgerl.testing.proxy import thinking_template
 
     template = thinking_template()
@@ -134,6 +138,8 @@ def thinking(args: argparse.Namespace) -> None:
         full = template.full_render(history, None, True)
         assert template.render_after(kept, history, start, None) == full
         assert template._by_message(history, None, True) != full  # run by run: the reasoning is gone
+        for _ in range(VERIFY_FIRST):  # a template's first renders are also rendered in full (checked)
+            template.render_after(kept, history, start, None)
         ways = {"run by run": lambda: template._by_message(history, None, True),  # noqa: B023
                 "full": lambda: template.full_render(history, None, True),  # noqa: B023
                 "after the kept prompt": lambda: template.render_after(kept, history, start, None)}  # noqa: B023
