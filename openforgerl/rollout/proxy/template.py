@@ -278,10 +278,12 @@ class HFChatTemplate(ChatTemplate):
         return self._verified(text, messages, tools, add_generation_prompt)
 
     def _verified(self, text: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                  gen: bool) -> str:
+                  gen: bool, after_query: str | None = None) -> str:
         """``text``, an incremental render; on the renders ``VERIFY_FIRST`` and ``VERIFY_EVERY`` pick, compared with
         the full render, which it gives instead when they differ. From then on every render is full, unless the
-        runs rendered afresh give it: then a cached text was stale (a template that writes today's date)."""
+        runs rendered afresh give it: then a cached text was stale (a template that writes today's date).
+        ``after_query``: ``text`` ends with that render of ``_after_query``; when it differs, only that way is
+        given up (unless the full render ends with it too: then the kept prompt was stale)."""
         self._renders += 1  # (threads racing here may skip or repeat a check: no harm)
         if not CHECK_RENDER and self._renders > VERIFY_FIRST and self._renders % VERIFY_EVERY:
             return text
@@ -291,6 +293,13 @@ class HFChatTemplate(ChatTemplate):
         at = next((i for i, (a, b) in enumerate(zip(text, full, strict=False)) if a != b), min(len(text), len(full)))
         if CHECK_RENDER:
             raise AssertionError(f"incremental render differs from the full render at character {at}")
+        if after_query is not None:
+            if self._thinking_after_query and not full.endswith(after_query):
+                self._thinking_after_query = False
+                log.warning("the chat template renders what a call adds to a conversation holding reasoning "
+                            "otherwise than after a user message (first difference at character %d); such "
+                            "conversations are rendered in full from now on", at)
+            return full
         self._texts.clear()  # a text may be stale (a template that writes today's date): do the runs render so now?
         try:
             stale = self._by_message(messages, tools, gen) == full
@@ -335,16 +344,17 @@ class HFChatTemplate(ChatTemplate):
                 or messages[start - 1].get("role") == messages[start].get("role") \
                 or not text.endswith(self._generation_prompt):
             return None
+        kept = text[:len(text) - len(self._generation_prompt)]
         try:
             if not (self._thinking_in_full and thinking(messages)):
-                after = self._runs(messages, start) + self._generation_prompt
-            elif self._thinking_after_query and all(m.get("role") != "user" for m in messages[start:]):
+                return self._verified(kept + self._runs(messages, start) + self._generation_prompt, messages, tools,
+                                      True)
+            if self._thinking_after_query and all(m.get("role") != "user" for m in messages[start:]):
                 after = self._after_query(messages[start:])
-            else:
-                return None
+                return self._verified(kept + after, messages, tools, True, after_query=after)
         except (_NotIncremental, TypeError):
-            return None
-        return self._verified(text[:len(text) - len(self._generation_prompt)] + after, messages, tools, True)
+            pass
+        return None
 
     def _after_query(self, new: list[dict[str, Any]]) -> str:
         """The text messages that follow the last user message add to their conversation, with the generation

@@ -214,6 +214,30 @@ def test_a_template_that_differs_only_on_real_traffic_is_caught_by_the_spot_chec
     assert "otherwise than message by message" in caplog.text and "every prompt is rendered in full" in caplog.text
 
 
+def test_a_spot_check_that_finds_the_after_query_render_wrong_gives_up_that_way_only(policy, monkeypatch, caplog):
+    """What a call adds to a reasoning model's agent loop is rendered after a user message; should that ever differ
+    from the full render on real traffic, only that way is given up (such conversations then render in full), and
+    a kept prompt gone stale (the full render still ends with what was added) gives nothing up."""
+    thinking = thinking_template()
+    thinking.prepare()
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "fix it"},
+                {"role": "assistant", "content": "<think>\nlook\n</think>\n\nLooking."},
+                {"role": "tool", "content": "a.txt"}]
+    full = thinking.full_render(messages, None, True)
+    kept = thinking.full_render(messages[:2], None, True)
+    monkeypatch.setattr(template_module, "VERIFY_FIRST", 10**9)  # every render checked
+    with caplog.at_level("WARNING", logger=template_module.__name__):
+        assert thinking.render_after(kept.replace("fix it", "fix that"), messages, 2, None) == full  # stale kept
+        assert thinking._thinking_after_query is True and not caplog.text
+        wrong = thinking._after_query
+        monkeypatch.setattr(thinking, "_after_query", lambda new: wrong(new).replace("look", "peek"))
+        assert thinking.render_after(kept, messages, 2, None) == full
+    assert thinking._thinking_after_query is False and thinking._incremental is True
+    assert "rendered in full from now on" in caplog.text
+    assert thinking.render_after(kept, messages, 2, None) is None  # from now on: the full render (lineage's)
+    assert thinking.render(messages[:2], None, True) == kept  # conversations without reasoning: run by run still
+
+
 def test_a_cached_text_gone_stale_is_rendered_again_and_the_caches_stay_on(policy, monkeypatch, caplog):
     """A template that writes today's date: past midnight the cached system turn is yesterday's. The spot check
     finds the difference, renders the runs afresh, which agree with the full render: a stale text, not a template
