@@ -64,7 +64,7 @@ _AGENT_LOOP: list[dict[str, Any]] = [
     {"role": "assistant", "content": "Looking.", "tool_calls": [_CALL, _CALL2]},
     {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
     {"role": "tool", "tool_call_id": "call_2", "content": "a.txt\nb.txt"},
-    {"role": "assistant", "content": None, "tool_calls": [_CALL]},
+    {"role": "assistant", "content": "", "tool_calls": [_CALL]},
     {"role": "tool", "tool_call_id": "call_1", "content": ""},
     {"role": "assistant", "content": "Done.  "}, {"role": "user", "content": " leading space\n\n"}]
 _EDGES: list[dict[str, Any]] = [

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import importlib.util
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -184,6 +186,50 @@ def test_a_template_showing_reasoning_only_after_the_last_user_message_renders_c
     assert thinking.render(plain, None, True) == thinking.full_render(plain, None, True)
     assert len(thinking._texts._values) == 4  # the head and three runs: rendered run by run
     assert policy._thinking_in_full is False  # the policy's template writes an answer as it is, wherever it is
+
+
+def vllm_template(name: str) -> Path:
+    """A chat template file vLLM ships (found without importing vLLM)."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:
+        pytest.skip("vLLM is not installed: its shipped chat templates are not here")
+    path = Path(spec.origin).parent / "transformers_utils" / "chat_templates" / name
+    if not path.exists():
+        pytest.skip(f"this vLLM does not ship {name}")
+    return path
+
+
+def test_a_qwen3_derived_template_shipped_with_vllm_renders_reasoning_loops_as_itself(policy, monkeypatch):
+    """MiniCPM-V 4.5's template (shipped with vLLM) has Qwen3's rules: an answer's reasoning shows only after the
+    last user message, an answer may be written with a `<think>` block when it is the last message, and a content
+    of None fails it (the proxy's messages never hold one). Agent loops through the proxy, with and without
+    reasoning, every render checked against the template's own."""
+    tokenizer = copy.deepcopy(policy.tokenizer)
+    tokenizer.chat_template = vllm_template("template_minicpmv45.jinja").read_text()
+    real = HFChatTemplate(tokenizer)
+    real.prepare()
+    assert real._incremental and real._thinking_in_full and real._thinking_after_query and real._slots
+    monkeypatch.setattr(template_module, "CHECK_RENDER", True)
+    for why in ("<think>\nplan\n</think>\n\n", ""):
+        turns = [ScriptTurn(text=f"{why}Looking.", tool_calls=[{"name": "ls", "arguments": {"p": "."}}]),
+                 ScriptTurn(text=f"{why}Done.")]
+        proxy = InProcessProxy(turns, template=real)
+
+        async def loop() -> dict:
+            async with proxy.client() as client:
+                rollout_id, token = await proxy.new_rollout(client)
+                messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "go"}]
+                for i in range(4):
+                    answer = await client.post(PATHS["chat"], headers={"authorization": f"Bearer {token}"},
+                                               json={"messages": messages, "tools": TOOLS})
+                    assert answer.status_code == 200, answer.text
+                    reply = answer.json()["choices"][0]["message"]
+                    follow = [{"role": "tool", "tool_call_id": c["id"], "content": f"out {i}"}
+                              for c in reply.get("tool_calls") or []] or [{"role": "user", "content": f"next {i}"}]
+                    messages = [*messages, reply, *follow]
+                return await proxy.trajectory(client, rollout_id)
+        trajectory = asyncio.run(loop())
+        assert [c["status"] for c in trajectory["calls"]] == ["ok"] * 4
 
 
 def test_a_template_that_differs_only_on_real_traffic_is_caught_by_the_spot_checks(policy, monkeypatch, caplog):
