@@ -74,7 +74,8 @@ _THINKING: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Fix it."},
     {"role": "assistant", "content": "<think>\nFirst look.\n</think>\n\nLooking.", "tool_calls": [_CALL]},
     {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
-    {"role": "assistant", "content": "<think>\nIt is fixed.\n</think>\n\nDone."}]
+    {"role": "assistant", "content": "<think>\nNow test.\n</think>\n\n", "tool_calls": [_CALL2]},
+    {"role": "tool", "tool_call_id": "call_2", "content": "a.txt\nb.txt"}]
 """An agent loop of a reasoning model: templates that show an answer's reasoning only after the last user message
 (Qwen3's) render an answer alone otherwise than in its conversation."""
 INCREMENTAL_SAMPLES: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = [
@@ -268,8 +269,10 @@ class HFChatTemplate(ChatTemplate):
     def render(self, messages, tools, add_generation_prompt):
         if self._incremental is None:  # racing threads compute the same answer
             self._incremental = self._check_incremental()
+        # A conversation ending in an answer (one to go on) renders in full: templates often write the last message
+        # their own way (ChatML's leaves it open), and agent loops do not send one.
         if not self._incremental or not messages or messages[0].get("role") != "system" \
-                or (self._thinking_in_full and thinking(messages)):
+                or messages[-1].get("role") == "assistant" or (self._thinking_in_full and thinking(messages)):
             return self.full_render(messages, tools, add_generation_prompt)
         try:
             text = self._by_message(messages, tools, add_generation_prompt)
@@ -342,7 +345,7 @@ class HFChatTemplate(ChatTemplate):
     def render_after(self, text, messages, start, tools):
         if not self._incremental or not 0 < start < len(messages) or messages[0].get("role") != "system" \
                 or messages[start - 1].get("role") == messages[start].get("role") \
-                or not text.endswith(self._generation_prompt):
+                or messages[-1].get("role") == "assistant" or not text.endswith(self._generation_prompt):
             return None
         kept = text[:len(text) - len(self._generation_prompt)]
         try:

@@ -232,6 +232,24 @@ def test_a_qwen3_derived_template_shipped_with_vllm_renders_reasoning_loops_as_i
         assert [c["status"] for c in trajectory["calls"]] == ["ok"] * 4
 
 
+def test_a_conversation_ending_in_an_answer_renders_as_the_template_writes_it(policy):
+    """vLLM's ChatML template leaves a last answer open (no end of turn, no generation prompt): such a conversation
+    (an answer to go on) renders in full; the others from the caches, reasoning or not."""
+    tokenizer = copy.deepcopy(policy.tokenizer)
+    tokenizer.chat_template = vllm_template("template_chatml.jinja").read_text()
+    chatml = HFChatTemplate(tokenizer)
+    chatml.prepare()
+    assert chatml._incremental and not chatml._thinking_in_full  # it writes an answer as it is, wherever it is
+    chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "<think>\nhm\n</think>\n\nThe answer is"}]
+    for n, gen in ((2, True), (3, True), (3, False)):
+        assert chatml.render(chat[:n], None, gen) == chatml.full_render(chat[:n], None, gen)
+    assert chatml.render(chat, None, False).endswith("The answer is")  # left open, to go on
+    assert not chatml.render(chat, None, True).endswith("<|im_start|>assistant\n")  # no second answer begun
+    kept = chatml.render(chat[:2], None, True)
+    assert chatml.render_after(kept, chat, 2, None) is None
+
+
 def test_a_template_that_differs_only_on_real_traffic_is_caught_by_the_spot_checks(policy, monkeypatch, caplog):
     """The samples cannot show every dependence on neighbours: this template numbers user turns past the second
     (the samples have two). Incremental renders are compared with full ones (the first ones, then one in
