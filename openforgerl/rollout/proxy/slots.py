@@ -7,12 +7,14 @@ then a run's text is the text of its shape (the same run with a placeholder for 
 replaced, and shapes repeat (a tool result, an answer, an answer with a call to a given function).
 
 Key invariant: a shape's pieces are used only when the template, rendering it, did nothing with a placeholder but
-write it out (concatenated, formatted without a spec, tested for being a non-empty string): the placeholders are
-``Slot`` strings that note any other use (a comparison, ``in``, a method such as ``strip`` or ``split``, ``len``,
-indexing, iteration) while the shape renders, and a placeholder that comes out changed (escaped, JSON-quoted) is
-not found whole; a second render with other texts (and, for an arguments object's lists, objects and numbers,
-other values of their type) must give the pieces filled with those. Otherwise the shape is marked as not slottable
-and its runs render through the template. A use the strings cannot see (one on a string joined from them by ``~``)
+write it out (concatenated, formatted without a spec, tested for being a non-empty string) or test whether it holds
+a given text (``'</think>' in content``: a *guard*, the pieces then hold only for texts that give the same answer):
+the placeholders are ``Slot`` strings that note any other use (a comparison, ``in`` of a non-literal or on a string
+made from one, a method such as ``strip`` or ``split``, ``len``, indexing, iteration) while the shape renders, and
+a placeholder that comes out changed (escaped, JSON-quoted) is not found whole; a second render with other texts
+(and, for an arguments object's lists, objects and numbers, other values of their type) must give the pieces filled
+with those, the guards answered alike. Otherwise the shape is marked as not slottable and its runs render through
+the template. A use the strings cannot see (one on a string joined from them by ``~``)
 is what the per-template check on sample texts (``SAMPLES``: edge whitespace, the tags templates branch on,
 quotes, braces) is there to catch.
 
@@ -58,7 +60,8 @@ def json_text(text: str) -> str:
 
 
 _noted = threading.local()
-"""The uses of placeholders seen while this thread renders a shape (None when it renders none)."""
+"""While this thread renders a shape: ``uses``, the uses of placeholders seen (None when it renders none);
+``slots``, the index of each text slot's ``Slot`` by its ``id``; ``guards``, the ``in`` tests on those."""
 _WRITTEN = frozenset({"__str__", "__format__", "__add__", "__radd__", "__bool__", "__getnewargs__", "__new__",
                       "__init__", "__getattribute__", "__setattr__", "__delattr__", "__init_subclass__",
                       "__subclasshook__", "__reduce__", "__reduce_ex__", "__sizeof__", "__dir__", "__class__",
@@ -95,6 +98,15 @@ class Slot(str):
     def __bool__(self) -> bool:  # only non-empty texts get placeholders
         return True
 
+    def __contains__(self, item: str) -> bool:  # type: ignore[override]
+        found = str.__contains__(self, item)
+        index = (getattr(_noted, "slots", None) or {}).get(id(self))
+        if index is not None and type(item) is str and item and MARK not in item and _END not in item:
+            _noted.guards.append((index, item, found))  # a text slot tested for a literal: a guard
+        else:
+            _note("__contains__")
+        return found
+
 
 def _noting(name: str) -> Callable[..., Any]:
     own = getattr(str, name)
@@ -106,8 +118,20 @@ def _noting(name: str) -> Callable[..., Any]:
 
 
 for _name in dir(str):
-    if _name not in _WRITTEN and callable(getattr(str, _name)):
+    if _name not in _WRITTEN and _name != "__contains__" and callable(getattr(str, _name)):
         setattr(Slot, _name, _noting(_name))
+
+
+class Pieces(tuple[str | int, ...]):
+    """A shape's text as literal pieces and placeholder indexes, in order. ``guards``: for each ``text in slot``
+    the template tested, ``(index, text, found)``: a run whose texts answer otherwise renders through Jinja."""
+
+    guards: tuple[tuple[int, str, bool], ...] = ()
+
+
+def holds(parts: tuple[str | int, ...], texts: list[str]) -> bool:
+    """Whether ``texts`` answer each guard of ``parts`` as the placeholders did (so its pieces hold for them)."""
+    return all((needle in texts[index]) == found for index, needle, found in getattr(parts, "guards", ()))
 
 
 SHORT = 64
@@ -197,11 +221,12 @@ def pieces(shaped: list[dict[str, Any]], render: Callable[[list[dict[str, Any]]]
     or failed on the shape. Checked by rendering the shape again with other texts in the slots: the pieces
     filled with those must give that render's text."""
     kinds: dict[int, str] = {}
+    ids: dict[int, int] = {}
 
     def as_slot(index: int, kind: str) -> Slot:  # the placeholder, noting its uses (and its kind)
         kinds[index] = kind
-        return Slot(placeholder(index, kind))
-    first = _render_noting(_mapped(shaped, as_slot), render)
+        return _text_slot(ids, index, placeholder(index, kind), kind)
+    first, guards = _render_noting(_mapped(shaped, as_slot), render, ids)
     if first is None:
         return ()
     split: list[str | int] = []
@@ -219,24 +244,39 @@ def pieces(shaped: list[dict[str, Any]], render: Callable[[list[dict[str, Any]]]
     if any(MARK in part or _END in part for part in parts[::2]):  # type: ignore[operator]
         return ()  # a placeholder came out changed
     others: list[Any] = [_OTHER_VALUES.get(kinds[i]) or _other(i) for i in range(len(kinds))]
-    second = _render_noting(_mapped(shaped, lambda i, kind: Slot(others[i]) if kind in (TEXT, JSON_STRING)
-                                    else others[i]), render)
+    ids.clear()
+    second, other_guards = _render_noting(_mapped(shaped, lambda i, kind: _text_slot(ids, i, others[i], kind)
+                                                  if kind in (TEXT, JSON_STRING) else others[i]), render, ids)
     filled = [other if kinds[i] == TEXT else json_text(other) if kinds[i] == JSON_STRING else
               json.dumps(other, ensure_ascii=False) for i, other in enumerate(others)]
-    return parts if second is not None and second == fill(parts, filled) else ()
+    if second is None or second != fill(parts, filled) or set(other_guards) != set(guards):
+        return ()  # (the other texts must also answer the guards as the placeholders did: the same branches)
+    kept = Pieces(parts)
+    kept.guards = tuple(sorted(set(guards)))
+    return kept
 
 
-def _render_noting(run: Any, render: Callable[[list[dict[str, Any]]], str]) -> str | None:
-    """``render`` of a run whose texts are ``Slot`` strings; None when it noted a use of one or failed."""
-    _noted.uses = []
+def _text_slot(ids: dict[int, int], index: int, text: str, kind: str) -> Slot:
+    """``text`` as the ``Slot`` of slot ``index``; a text slot's (not an argument's) may be tested with ``in``."""
+    slot = Slot(text)
+    if kind == TEXT:
+        ids[id(slot)] = index
+    return slot
+
+
+def _render_noting(run: Any, render: Callable[[list[dict[str, Any]]], str],
+                   ids: dict[int, int]) -> tuple[str | None, list[tuple[int, str, bool]]]:
+    """``render`` of a run whose texts are ``Slot`` strings (``ids``: the text slots' indexes by ``id``) and the
+    guards it tested; None for the text when it noted another use of one or failed."""
+    _noted.uses, _noted.slots, _noted.guards = [], ids, []
     try:
         text = render(run)
-        used = _noted.uses
+        used, guards = _noted.uses, _noted.guards
     except Exception:  # noqa: BLE001  (a template that cannot render the placeholders: the run renders as is)
-        return None
+        return None, []
     finally:
-        _noted.uses = None
-    return None if used else str.__str__(text)
+        _noted.uses = _noted.slots = _noted.guards = None
+    return (None, []) if used else (str.__str__(text), guards)
 
 
 def _other(index: int) -> str:

@@ -401,7 +401,7 @@ class HFChatTemplate(ChatTemplate):
             if shaped is not None:
                 key = orjson.dumps(shaped[0])
                 parts = self._shapes.get_or_make(key, functools.partial(slots.pieces, shaped[0], self._run_text))
-                if parts:
+                if parts and slots.holds(parts, shaped[1]):
                     return slots.fill(parts, shaped[1])
         return self._run_text(run)
 
@@ -413,8 +413,10 @@ class HFChatTemplate(ChatTemplate):
         try:
             for run in slots.sample_runs():
                 shaped = slots.shape(run)
-                parts = slots.pieces(shaped[0], self._run_text) if shaped is not None else ()
-                if parts and slots.fill(parts, shaped[1]) != self._run_text(run):  # type: ignore[index]
+                if shaped is None:
+                    continue
+                parts = slots.pieces(shaped[0], self._run_text)
+                if parts and slots.holds(parts, shaped[1]) and slots.fill(parts, shaped[1]) != self._run_text(run):
                     return False
             return True
         except Exception:  # noqa: BLE001  (a template that cannot render the samples: no shapes)

@@ -82,7 +82,7 @@ def test_a_template_that_uses_a_text_renders_it_as_a_full_render_does(use):
 
 
 def test_a_shape_whose_text_the_template_uses_is_refused_and_one_it_writes_is_kept():
-    odd = template(USING["branches on a tag in it"][0])
+    odd = template(USING["checks how it starts"][0])
     odd.prepare()
     refused = slots.shape([{"role": "user", "content": "x"}])
     assert refused is not None and slots.pieces(refused[0], odd._run_text) == ()
@@ -93,6 +93,26 @@ def test_a_shape_whose_text_the_template_uses_is_refused_and_one_it_writes_is_ke
     parts = slots.pieces(kept[0], plain._run_text)
     assert parts == ("<|im_start|>user\n", 0, "<|im_end|>\n")
     assert slots.fill(parts, ["hello"]) == "<|im_start|>user\nhello<|im_end|>\n"
+
+
+def test_a_template_testing_whether_a_text_holds_a_tag_keeps_its_shape_for_texts_that_answer_alike():
+    """``'</think>' in content`` (Qwen3's templates test answers so): the shape is kept with a guard; a text without
+    the tag fills it, one with the tag renders through Jinja. ``in`` on a string made from a text is refused."""
+    branching = template(USING["branches on a tag in it"][0])
+    branching.prepare()
+    assert branching._slots is True
+    shaped = slots.shape([{"role": "assistant", "content": "x"}])
+    assert shaped is not None
+    parts = slots.pieces(shaped[0], branching._run_text)
+    assert parts == ("<|im_start|>assistant\n", 0, "<|im_end|>\n") and parts.guards == ((0, "</think>", False),)
+    assert slots.holds(parts, ["Looking."]) and not slots.holds(parts, ["<think>hm</think>Looking."])
+    for text in ("Looking.", "<think>hm</think>Looking."):
+        run = [{"role": "assistant", "content": text}]
+        assert branching._new_run_text(run) == branching._run_text(run)
+    joined = template("{% if '!' in (m.content + '?') %}!{% endif %}{{ m.content }}")
+    assert slots.pieces(shaped[0], joined._run_text) == ()
+    second = template("{% if '\t' in m.content %}T{% endif %}{{ m.content }}")  # the second texts hold a tab:
+    assert slots.pieces(shaped[0], second._run_text) == ()  # they answer otherwise than the placeholder, refused
 
 
 def call(arguments) -> dict:
