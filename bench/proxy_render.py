@@ -156,6 +156,7 @@ def thinking(args: argparse.Namespace) -> None:
                     f"{ms['after the kept prompt'] / ms['full']:.2f}x |")
     lines = ["| messages | history | run by run ms (wrong: no reasoning) | full ms | after the kept prompt ms | "
              "after / full |", "|---:|---:|---:|---:|---:|---:|", *rows]
+    lines += qwen3_runs(args)
     print("\n".join(lines))
     if args.out:
         head = ["## Rendering a reasoning model's agent loop", "",
@@ -168,6 +169,51 @@ def thinking(args: argparse.Namespace) -> None:
                 "full render, and the kept prompt plus what the call adds rendered after a user message (what it "
                 "does now). Medians of the rounds, 50 renders a point.", ""]
         write_section(Path(args.out), THINKING_BEGIN, THINKING_END, head + lines)
+
+
+def qwen3_runs(args: argparse.Namespace) -> list[str]:
+    """New runs under a real Qwen3-derived template (MiniCPM-V 4.5's, which vLLM ships), shapes on and off: its
+    answers are tested for ``'</think>' in content`` (a guard)."""
+    import copy
+    import importlib.util
+
+    from openforgerl.rollout.proxy.template import HFChatTemplate
+    from openforgerl.testing.proxy import policy_template
+
+    spec = importlib.util.find_spec("vllm")
+    path = Path(spec.origin).parent / "transformers_utils/chat_templates/template_minicpmv45.jinja" \
+        if spec and spec.origin else None
+    if path is None or not path.exists():
+        return ["", "(vLLM's MiniCPM-V 4.5 template is not installed here: no runs measured under it.)"]
+    tokenizer = copy.deepcopy(policy_template().tokenizer)  # type: ignore[attr-defined]
+    tokenizer.chat_template = path.read_text()
+    template = HFChatTemplate(tokenizer)
+    template.prepare()
+    fresh = iter(range(10**9))
+
+    def texted(i: int) -> list[dict]:
+        return [{**answer(i)[0], "content": f"Let me look at handler{i} first."}]
+
+    def bare(i: int) -> list[dict]:
+        return [{**answer(i)[0], "content": ""}]  # (the proxy's messages: content "" beside tool calls)
+    runs = {"an answer with text calling a tool (new)": texted, "an answer calling a tool, no text (new)": bare,
+            "a tool output of 20 lines (new)": output}
+    got: dict[tuple[str, bool], list[float]] = {}
+    for _ in range(args.rounds):
+        for name, make in runs.items():
+            for shapes in (True, False):
+                template._slots = shapes
+                started = time.perf_counter()
+                for _ in range(500):
+                    template._new_run_text(make(next(fresh)))
+                got.setdefault((name, shapes), []).append((time.perf_counter() - started) / 500 * 1e6)
+    lines = ["", "New runs under vLLM's MiniCPM-V 4.5 template (Qwen3's rules; it tests each answer for `</think>`: a "
+             "guard on the shape), 500 runs a point:", "",
+             "| run | Jinja us | shape us | ratio |", "|---|---:|---:|---:|"]
+    for name in runs:
+        jinja, shaped = statistics.median(got[(name, False)]), statistics.median(got[(name, True)])
+        lines.append(f"| {name} | {jinja:.1f} | {shaped:.1f} | {shaped / jinja:.2f}x |")
+    return lines
 
 
 if __name__ == "__main__":
