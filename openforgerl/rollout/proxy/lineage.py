@@ -175,17 +175,18 @@ class Lineage:
         """The prompt text and ``messages_sha`` of the tools and messages (None: they cannot be written as JSON).
         When the head that keeps its text was rendered from this call's first messages (same hash), only the
         rest is rendered: a call's cost does not grow with its history's runs (at scale the template's text cache
-        turns over, and every run of a history was rendered again)."""
+        turns over, and every run of a history was rendered again). From all of them (a call sent again, as a
+        harness that forks on every call does), its text is the kept one."""
         try:
             hasher = hashlib.sha1(orjson.dumps(tools or None))
             done, text = 0, None
             for head in heads:
                 kept, sha, n = head.text, head.messages_sha, head.n_messages  # each read once (see ``snapshot``)
-                if kept is not None and sha is not None and 0 < n < len(messages):
+                if kept is not None and sha is not None and 0 < n <= len(messages):
                     messages_sha(hasher, messages[:n])
                     done = n
                     if hasher.hexdigest() == sha:
-                        text = self.template.render_after(kept, messages, n, tools)
+                        text = kept if n == len(messages) else self.template.render_after(kept, messages, n, tools)
                     break
             messages_sha(hasher, messages[done:])
             sha = hasher.hexdigest()

@@ -438,6 +438,38 @@ def test_a_call_extending_the_kept_prompt_renders_only_its_new_messages(policy, 
     assert full_renders == [2, 10]  # the first call, and the edited history (its hash differs)
 
 
+@pytest.mark.parametrize("reasoning", [False, True])
+def test_a_call_sent_again_takes_the_kept_prompt_without_rendering(policy, thinking, monkeypatch, reasoning):
+    """A harness that forks on every call sends the same conversation again: its text is the rollout's kept prompt
+    (no render at all, even for a conversation with reasoning, which a reasoning template renders in full), and the
+    new segment's prompt is the first call's, token for token."""
+    monkeypatch.setattr(template_module, "CHECK_RENDER", True)
+    fresh = HFChatTemplate((thinking if reasoning else policy).tokenizer)
+    renders: list[int] = []
+    render, render_after = fresh.render, fresh.render_after
+    monkeypatch.setattr(fresh, "render", lambda *a: renders.append(len(a[0])) or render(*a))
+    monkeypatch.setattr(fresh, "render_after", lambda *a: renders.append(len(a[1])) or render_after(*a))
+    proxy = InProcessProxy([ScriptTurn(text="Done.")], template=fresh)
+    why = "<think>\nplan\n</think>\n\n" if reasoning else ""
+    messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "go"},
+                {"role": "assistant", "content": f"{why}Looking."}, {"role": "user", "content": "and?"}]
+    renders.clear()
+
+    async def loop() -> dict:
+        async with proxy.client() as client:
+            rollout_id, token = await proxy.new_rollout(client)
+            for _ in range(3):
+                answer = await client.post(PATHS["chat"], headers={"authorization": f"Bearer {token}"},
+                                           json={"messages": messages, "tools": TOOLS})
+                assert answer.status_code == 200, answer.text
+            return await proxy.trajectory(client, rollout_id)
+    trajectory = asyncio.run(loop())
+    assert renders == [4]  # the first call only
+    assert [c["kind"] for c in trajectory["calls"]] == ["clean", "fork", "fork"]
+    prompts = [segment["prompt_ids"] for segment in trajectory["segments"]]
+    assert len(prompts) == 3 and prompts[1] == prompts[2] == prompts[0]
+
+
 def test_arguments_in_another_order_render_in_that_order(policy):
     """A template writes a tool call's arguments object as JSON in its keys' order: two calls that differ only in
     that order are two texts (the caches once keyed runs with sorted keys and gave the second the first's text)."""
