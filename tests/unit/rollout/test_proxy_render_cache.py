@@ -49,6 +49,19 @@ def thinking(policy) -> HFChatTemplate:  # (after ``policy``: the tokenizer is t
     return thinking_template()
 
 
+def spot_checks(monkeypatch, first: int, every: int) -> None:
+    """Compare a template's first ``first`` incremental renders with full ones, then one in ``every``."""
+    monkeypatch.setattr(template_module, "VERIFY_FIRST", first)
+    monkeypatch.setattr(template_module, "VERIFY_EVERY", every)
+
+
+def under(policy: HFChatTemplate, chat_template: str) -> HFChatTemplate:
+    """The policy's tokenizer under another chat template."""
+    tokenizer = copy.deepcopy(policy.tokenizer)
+    tokenizer.chat_template = chat_template
+    return HFChatTemplate(tokenizer)
+
+
 def test_the_policy_template_is_rendered_incrementally(policy):
     policy.render([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], TOOLS, True)
     assert policy._incremental is True  # the shipped template passes the check: prompts come from the caches
@@ -136,13 +149,9 @@ def test_a_tokenizer_that_cleans_up_spaces_decodes_through_transformers(policy):
 def test_a_template_that_is_not_concatenative_is_rendered_in_full(policy):
     """A template that writes something only after the last message breaks per-run caching: the check
     at first use catches it, and every render is the full one."""
-    from copy import deepcopy
-
-    tokenizer = deepcopy(policy.tokenizer)
-    tokenizer.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
-                               "{% if loop.last %} (last){% endif %}<|im_end|>\n{% endfor %}"
-                               "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-    odd = HFChatTemplate(tokenizer)
+    odd = under(policy, "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                        "{% if loop.last %} (last){% endif %}<|im_end|>\n{% endfor %}"
+                        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
                 {"role": "assistant", "content": "b"}]
     assert odd.render(messages, None, True) == odd.full_render(messages, None, True)
@@ -173,8 +182,7 @@ def test_a_template_showing_reasoning_only_after_the_last_user_message_renders_c
         asked.append(len(chat))
         return full_render(chat, tools, gen)
     monkeypatch.setattr(thinking, "full_render", spy)
-    monkeypatch.setattr(template_module, "VERIFY_FIRST", 0)
-    monkeypatch.setattr(template_module, "VERIFY_EVERY", 10**9)  # no spot check: only what the render itself asks
+    spot_checks(monkeypatch, 0, 10**9)  # no spot check: only what the render itself asks
     # What a call adds after a kept prompt renders after a user message, as in its conversation: the reasoning shows.
     assert thinking.render_after(kept, messages, 2, None) == full and asked == [2 + 2]  # anchor, query, 2 new
     again = [*messages[:2], {"role": "user", "content": "and?"}, *messages[2:]]
@@ -186,6 +194,21 @@ def test_a_template_showing_reasoning_only_after_the_last_user_message_renders_c
     assert thinking.render(plain, None, True) == thinking.full_render(plain, None, True)
     assert len(thinking._texts._values) == 4  # the head and three runs: rendered run by run
     assert policy._thinking_in_full is False  # the policy's template writes an answer as it is, wherever it is
+
+
+async def agent_loop(client, token: str, calls: int, output: str) -> list[dict]:
+    """``calls`` calls of an agent loop through the proxy: each answer and its tools' outputs (``output``, formatted
+    with the call's index) or a user's next message appended; the history it ends with."""
+    messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "go"}]
+    for i in range(calls):
+        answer = await client.post(PATHS["chat"], headers={"authorization": f"Bearer {token}"},
+                                   json={"messages": messages, "tools": TOOLS})
+        assert answer.status_code == 200, answer.text
+        reply = answer.json()["choices"][0]["message"]
+        follow = [{"role": "tool", "tool_call_id": c["id"], "content": output.format(i=i)}
+                  for c in reply.get("tool_calls") or []] or [{"role": "user", "content": f"next {i}"}]
+        messages = [*messages, reply, *follow]
+    return messages
 
 
 def vllm_template(name: str) -> Path:
@@ -204,9 +227,7 @@ def test_a_qwen3_derived_template_shipped_with_vllm_renders_reasoning_loops_as_i
     last user message, an answer may be written with a `<think>` block when it is the last message, and a content
     of None fails it (the proxy's messages never hold one). Agent loops through the proxy, with and without
     reasoning, every render checked against the template's own."""
-    tokenizer = copy.deepcopy(policy.tokenizer)
-    tokenizer.chat_template = vllm_template("template_minicpmv45.jinja").read_text()
-    real = HFChatTemplate(tokenizer)
+    real = under(policy, vllm_template("template_minicpmv45.jinja").read_text())
     real.prepare()
     assert real._incremental and real._thinking_in_full and real._thinking_after_query and real._slots
     monkeypatch.setattr(template_module, "CHECK_RENDER", True)
@@ -218,15 +239,7 @@ def test_a_qwen3_derived_template_shipped_with_vllm_renders_reasoning_loops_as_i
         async def loop() -> dict:
             async with proxy.client() as client:
                 rollout_id, token = await proxy.new_rollout(client)
-                messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "go"}]
-                for i in range(4):
-                    answer = await client.post(PATHS["chat"], headers={"authorization": f"Bearer {token}"},
-                                               json={"messages": messages, "tools": TOOLS})
-                    assert answer.status_code == 200, answer.text
-                    reply = answer.json()["choices"][0]["message"]
-                    follow = [{"role": "tool", "tool_call_id": c["id"], "content": f"out {i}"}
-                              for c in reply.get("tool_calls") or []] or [{"role": "user", "content": f"next {i}"}]
-                    messages = [*messages, reply, *follow]
+                await agent_loop(client, token, 4, "out {i}")
                 return await proxy.trajectory(client, rollout_id)
         trajectory = asyncio.run(loop())
         assert [c["status"] for c in trajectory["calls"]] == ["ok"] * 4
@@ -235,9 +248,7 @@ def test_a_qwen3_derived_template_shipped_with_vllm_renders_reasoning_loops_as_i
 def test_a_conversation_ending_in_an_answer_renders_as_the_template_writes_it(policy):
     """vLLM's ChatML template leaves a last answer open (no end of turn, no generation prompt): such a conversation
     (an answer to go on) renders in full; the others from the caches, reasoning or not."""
-    tokenizer = copy.deepcopy(policy.tokenizer)
-    tokenizer.chat_template = vllm_template("template_chatml.jinja").read_text()
-    chatml = HFChatTemplate(tokenizer)
+    chatml = under(policy, vllm_template("template_chatml.jinja").read_text())
     chatml.prepare()
     assert chatml._incremental and not chatml._thinking_in_full  # it writes an answer as it is, wherever it is
     chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
@@ -255,16 +266,11 @@ def test_a_template_that_differs_only_on_real_traffic_is_caught_by_the_spot_chec
     (the samples have two). Incremental renders are compared with full ones (the first ones, then one in
     ``VERIFY_EVERY``): the first difference turns incremental rendering off, with a warning, and the call gets
     the full render."""
-    from copy import deepcopy
-
-    tokenizer = deepcopy(policy.tokenizer)
-    tokenizer.chat_template = (
+    counting = under(policy, (
         "{% set ns = namespace(users=0) %}{% for m in messages %}<|im_start|>{{ m.role }}\n"
         "{% if m.role == 'user' %}{% set ns.users = ns.users + 1 %}{% if ns.users > 2 %}(again) {% endif %}{% endif %}"
-        "{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-    counting = HFChatTemplate(tokenizer)
-    monkeypatch.setattr(template_module, "VERIFY_FIRST", 1)
-    monkeypatch.setattr(template_module, "VERIFY_EVERY", 3)
+        "{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"))
+    spot_checks(monkeypatch, 1, 3)
     chat = [{"role": "system", "content": "s"}]
     for turn in range(3):
         chat += [{"role": "user", "content": f"q{turn}"}, {"role": "assistant", "content": f"a{turn}"}]
@@ -317,14 +323,11 @@ def test_a_cached_text_gone_stale_is_rendered_again_and_the_caches_stay_on(polic
         def now(cls):
             return real.datetime(2026, 12, cls.day, 23, 59)
     monkeypatch.setattr(chat_template_utils, "datetime", Clock)
-    tokenizer = copy.deepcopy(policy.tokenizer)
-    tokenizer.chat_template = (
+    dated = under(policy, (
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if loop.first %}Today: {{ strftime_now('%d %b') }}\n"
         "{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
-        "{% endif %}")
-    dated = HFChatTemplate(tokenizer)
-    monkeypatch.setattr(template_module, "VERIFY_FIRST", 0)
-    monkeypatch.setattr(template_module, "VERIFY_EVERY", 1)
+        "{% endif %}"))
+    spot_checks(monkeypatch, 0, 1)
     chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
     with caplog.at_level("WARNING", logger=template_module.__name__):
         assert "04 Dec" in dated.render(chat, None, True)
@@ -418,15 +421,7 @@ def test_a_call_extending_the_kept_prompt_renders_only_its_new_messages(policy, 
     async def loop() -> dict:
         async with proxy.client() as client:
             rollout_id, token = await proxy.new_rollout(client)
-            messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "go"}]
-            for i in range(4):
-                answer = await client.post(PATHS["chat"], headers={"authorization": f"Bearer {token}"},
-                                           json={"messages": messages, "tools": TOOLS})
-                assert answer.status_code == 200, answer.text
-                reply = answer.json()["choices"][0]["message"]
-                follow = [{"role": "tool", "tool_call_id": c["id"], "content": f"out {i}\n" * 3}
-                          for c in reply.get("tool_calls") or []] or [{"role": "user", "content": f"next {i}"}]
-                messages = [*messages, reply, *follow]
+            messages = await agent_loop(client, token, 4, "out {i}\n" * 3)
             edited = [messages[0], {"role": "user", "content": "edited"}, *messages[2:]]
             answer = await client.post(PATHS["chat"], headers={"authorization": f"Bearer {token}"},
                                        json={"messages": edited, "tools": TOOLS})
