@@ -240,7 +240,8 @@ def test_an_agent_that_gets_its_harness_oom_killed_in_room_for_it_is_verified_an
     script = ("echo hi > /app/hello.txt; " if solved else "") + RAISE_AND_HOG + "; echo never > /app/hello.txt"
     _, results = rollout(config(tmp_path, [task], retry_infra=1), harness=ShellHarness(script, memory_mb=32))
     expected = ("success", 1.0) if solved else ("failure", 0.0)
-    assert [(r.status, r.reward, r.try_index) for r in results] == [(*expected, 0)]
+    assert [(r.status, r.reward, r.try_index) for r in results] == [(*expected, 0)], \
+        (results[0].reason, results[0].sandbox)  # (a rare verifier_error in CI: this says which step failed)
     assert results[0].sandbox["harness_oom_killed"] and "OOM-killed" in results[0].sandbox["oom_killed"]
     assert results[0].harness_exit_code is not None and results[0].harness_exit_code != 0
 
