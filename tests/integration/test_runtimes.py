@@ -9,6 +9,7 @@ import pytest
 
 from openforgerl.errors import SandboxError
 from openforgerl.rollout.runtime import LABEL_RUN, SandboxSpec
+from openforgerl.rollout.runtimes import docker as docker_runtime_module
 from openforgerl.rollout.runtimes import make_runtime
 from openforgerl.rollout.runtimes.docker import DockerRuntimeConfig
 from openforgerl.rollout.runtimes.local import LocalRuntimeConfig
@@ -25,7 +26,9 @@ def docker_runtime():
     from openforgerl.containers.client import docker_client
 
     docker_client()  # fails loudly (with the fix) when the engine is down
-    return make_runtime(DockerRuntimeConfig())
+    runtime = make_runtime(DockerRuntimeConfig())
+    run(runtime.reach({"isolated"}))  # its network, as a rollout makes it (this file alone, on a fresh machine)
+    return runtime
 
 
 def spec(**kw) -> SandboxSpec:
@@ -99,6 +102,47 @@ def test_a_pause_that_times_out_after_freezing_leaves_the_container_running_for_
             box._api.pause = real_pause
             assert not box._api.inspect_container(box.container.id)["State"]["Paused"]
             assert "sleep 304" not in (await box.exec(["ps", "-eo", "args"])).stdout
+    run(go())
+
+
+@pytest.mark.docker
+def test_an_exec_docker_refuses_as_paused_after_forge_unpaused_the_container_runs_once_it_is_thawed(docker_runtime):
+    """Docker handles containerd's pause event after the unpause that followed it (a loaded daemon, in CI): it
+    marks the running container paused again, until the resume event, and refuses execs ("is paused"). That was
+    the verifier's first exec after the agent's processes were ended: a verifier error, not the policy's doing."""
+    async def go():
+        async with docker_runtime.sandbox(spec()) as box:
+            await box.end_processes("agent")
+            box._api.pause(box.container.id)  # what Docker reported: paused, after forge's unpause
+            assert (await box.exec(["echo", "verified"])).stdout == "verified\n"
+            real_start, starts = box._api.exec_start, []
+
+            def pause_then_start(*args, **kwargs):  # the same between an exec's creation and its start
+                starts.append(args)
+                if len(starts) == 1:
+                    box._api.pause(box.container.id)
+                return real_start(*args, **kwargs)
+
+            box._api.exec_start = pause_then_start
+            assert (await box.exec(["echo", "again"])).stdout == "again\n"
+            assert len(starts) == 2  # refused as paused, then started
+            assert not box._api.inspect_container(box.container.id)["State"]["Paused"]
+    run(go())
+
+
+@pytest.mark.docker
+def test_a_container_that_stays_paused_fails_the_exec_naming_it(docker_runtime, monkeypatch):
+    monkeypatch.setattr(docker_runtime_module, "THAW_SECONDS", 1.0)
+
+    async def go():
+        async with docker_runtime.sandbox(spec()) as box:
+            box._api.pause(box.container.id)
+            real_unpause, box._api.unpause = box._api.unpause, lambda container: None  # unpauses that do nothing
+            try:
+                with pytest.raises(SandboxError, match=f"container {box.id} stays paused 1 s after forge unpaused"):
+                    await box.exec(["true"])
+            finally:
+                real_unpause(box.container.id)
     run(go())
 
 

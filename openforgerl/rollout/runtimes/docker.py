@@ -62,7 +62,7 @@ KILL_GRACE_S = 10.0
 EVENT_SETTLE_S = 1.0  # how long Docker's kill/stop event for a stopped container may lag its exit
 KEEPALIVE = ["sleep", "infinity"]  # every sandbox's command, after the image's entrypoint
 ENTRYPOINT_WAIT_S = 30.0  # how long a sandbox waits for its image's entrypoint to exec KEEPALIVE
-THAW_ATTEMPTS = 5
+THAW_SECONDS = 30.0  # how long Docker may go on reporting a container paused that forge unpaused
 T = TypeVar("T")
 DockerCall = Callable[..., Awaitable[Any]]
 """``DockerRuntime.call``: run a blocking Docker call on the runtime's threads (``urgent=True``: the kill pool)."""
@@ -291,7 +291,7 @@ class DockerSandbox(Sandbox):
         """The exec's output as it streams, keeping the last OUTPUT_LIMIT bytes of each stream (linear cost
         whatever it prints)."""
         stdout, stderr = Tail(OUTPUT_LIMIT), Tail(OUTPUT_LIMIT)
-        for out, err in self._api.exec_start(exec_id, stream=True, demux=True):
+        for out, err in self._unpaused(self._api.exec_start, exec_id, stream=True, demux=True):
             stdout.add(out)
             stderr.add(err)
         return stdout.value(), stderr.value()
@@ -299,8 +299,8 @@ class DockerSandbox(Sandbox):
     def _create_exec(self, command: list[str], user: str | None, env: Mapping[str, str] | None,
                      cwd: str | None) -> str:
         try:
-            return self._api.exec_create(self.container.id, command, user=user or self.spec.user or "",
-                                         environment=dict(env or {}), workdir=cwd)["Id"]
+            return self._unpaused(self._api.exec_create, self.container.id, command, user=user or self.spec.user or "",
+                                  environment=dict(env or {}), workdir=cwd)["Id"]
         except docker.errors.APIError as exc:
             raise SandboxError(f"cannot exec in container {self.id}: {exc.explanation or exc}") from exc
 
@@ -338,19 +338,36 @@ class DockerSandbox(Sandbox):
         return not docker_host.unprivileged_processes(self.host.init_pid)
 
     def _thaw(self) -> None:
-        """Unpause, until Docker says the container is not paused: a pause or unpause that failed or timed
-        out under load must not leave the container frozen for the verifier ("is paused" on exec)."""
-        for attempt in range(THAW_ATTEMPTS):
+        """Unpause, until Docker says the container is not paused. A pause or unpause that failed or timed out
+        under load must not leave the container frozen for the verifier; nor may Docker's own bookkeeping: it
+        marks a container paused again when it handles containerd's pause event after the unpause that
+        followed it, until the resume event comes (the container runs; Docker refuses execs, "is paused")."""
+        deadline, delay = time.monotonic() + THAW_SECONDS, 0.05
+        while True:
             try:
                 if not self._api.inspect_container(self.container.id)["State"].get("Paused"):
                     return
                 self._api.unpause(self.container.id)
-            except Exception:  # noqa: BLE001 (the next attempt checks again)
-                time.sleep(0.2 * (attempt + 1))
-        with contextlib.suppress(Exception):
-            if not self._api.inspect_container(self.container.id)["State"].get("Paused"):
-                return
-        raise SandboxError(f"container {self.id} stays paused after {THAW_ATTEMPTS} unpause attempts")
+                refused = False
+            except Exception:  # noqa: BLE001 (a timeout too; the next look decides)
+                refused = True
+            if time.monotonic() > deadline:
+                raise SandboxError(f"container {self.id} stays paused {THAW_SECONDS:.0f} s after forge unpaused it")
+            if refused:
+                time.sleep(delay)
+                delay = min(2 * delay, 1.0)
+
+    def _unpaused(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``call``, made again once the container is thawed if Docker refused it as paused. Only
+        ``end_processes`` pauses, and it has unpaused before it returns: a later "is paused" is stale."""
+        for _ in range(2):
+            try:
+                return call(*args, **kwargs)
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409 or "paused" not in str(exc.explanation or exc):
+                    raise
+            self._thaw()
+        return call(*args, **kwargs)
 
     async def _restart(self) -> None:
         def restart() -> None:
