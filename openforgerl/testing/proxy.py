@@ -108,7 +108,7 @@ class InProcessProxy:
         scripted = ScriptedEngineConfig(turns=turns or [ScriptTurn(text="ok")])
         self.config = ProxyConfig(admin_token=ADMIN_TOKEN, data_dir=self.data_dir, engine=scripted, **config)
         self.engine = engine or ScriptedEngine(scripted, template=self.template,
-                                               tool_parser=make_tool_parser("hermes"), respond=respond)
+                                               tool_parser=make_tool_parser(self.config.tool_parser), respond=respond)
         self.app = build_app(self.config, template=self.template, engine=self.engine)
         self.registry = self.app.registry
 

@@ -141,6 +141,9 @@ class Lineage:
         self.parser = parser
         self.heads: dict[int, Head] = {}
         self._texted: Head | None = None  # the one head that keeps its text
+        self.tools: list[dict[str, Any]] | None = None
+        """The tools of the call drafted last, which a head's answer is read with (``reply``): a syntax with
+        untyped arguments (Qwen3-Coder's) types them by the tools' schemas, as the call's own parser did."""
 
     def snapshot(self) -> list[Head]:
         """The heads a draft may extend (taken on the event loop; ``Head`` objects are replaced, not
@@ -154,6 +157,7 @@ class Lineage:
         """The prompt of a call (thread-safe against the event loop: it reads only ``heads`` and the first,
         never-changing ids of segments). Raises ``ContextTooLong`` when the prompt has ``limit`` tokens or
         more (0: unchecked), by its length in characters before tokenising anything."""
+        self.tools = tools
         text, sha = self._render(messages, tools, heads)
         if limit and len(text) > limit * self.template.max_token_chars() * SLACK:
             raise ContextTooLong(int(len(text) / (self.template.max_token_chars() * SLACK)), limit, at_least=True)
@@ -247,7 +251,7 @@ class Lineage:
         the next call's draft in a worker thread: either, or both, write the same string)."""
         reply = head.reply
         if reply is None:
-            content, calls = self.parser.parse(self.template.decode(head.answer_ids))
+            content, calls = self.parser.parse(self.template.decode(head.answer_ids), self.tools)
             reply = head.reply = reply_key(content, [(c.name, c.arguments_object()) for c in calls])
         return reply
 

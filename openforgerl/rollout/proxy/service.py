@@ -303,7 +303,7 @@ class ProxyService:
         """The call's events a batch per engine chunk; those of the engine's last chunk (and whatever the decoder
         and the tool-call parser still held) are put in ``last`` instead, for ``turn`` to send with ``Finish``."""
         decoder = IncrementalDecoder(self.template)
-        parser = self.parser.stream() if request.tool_choice != "none" else None
+        parser = self.parser.stream(request.tools) if request.tool_choice != "none" else None
 
         def parse(text: str, final: bool = False) -> list[Event]:
             events: list[Event] = parser.feed(text) if parser else ([TextDelta(text)] if text else [])

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import secrets
 from abc import ABC, abstractmethod
+from typing import Any
 
 from openforgerl.plugins import NameTable
 from openforgerl.rollout.proxy.conversation import Event, TextDelta, ToolCall, ToolCallDone
 
 TOOL_PARSERS: NameTable[type[ToolParser]] = NameTable("tool parser", {
     "hermes": "openforgerl.rollout.proxy.tool_parsers.hermes:HermesToolParser",
+    "qwen3_coder": "openforgerl.rollout.proxy.tool_parsers.qwen3_coder:Qwen3CoderToolParser",
 })
 
 
@@ -42,8 +44,9 @@ class ToolParser(ABC):
     """A model family's tool-call syntax."""
 
     @abstractmethod
-    def stream(self) -> ToolStream:
-        """A fresh incremental parser."""
+    def stream(self, tools: list[dict[str, Any]] | None = None) -> ToolStream:
+        """A fresh incremental parser for a call offering ``tools`` (OpenAI's form: ``{"type": "function",
+        "function": {"name", "parameters"}}``; a syntax whose arguments are untyped text reads their types there)."""
 
     @abstractmethod
     def format(self, calls: list[ToolCall]) -> str:
@@ -53,8 +56,8 @@ class ToolParser(ABC):
         """Text that commits the model to a tool call (to ``name`` if given), for tool_choice."""
         return ""
 
-    def parse(self, text: str) -> tuple[str, list[ToolCall]]:
-        stream = self.stream()
+    def parse(self, text: str, tools: list[dict[str, Any]] | None = None) -> tuple[str, list[ToolCall]]:
+        stream = self.stream(tools)
         events = stream.feed(text) + stream.finish()
         content = "".join(e.text for e in events if isinstance(e, TextDelta))
         return content, [e.call for e in events if isinstance(e, ToolCallDone)]

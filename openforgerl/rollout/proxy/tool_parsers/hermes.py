@@ -8,6 +8,8 @@ back out as JSON (a degenerate policy can sample thousands of brackets) count as
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from openforgerl.rollout.proxy.conversation import Event, TextDelta, ToolCall, ToolCallDone, nesting_exceeds
 from openforgerl.rollout.proxy.tool_parser import ToolParser, ToolStream, new_call_id
@@ -40,7 +42,11 @@ def partial_marker_len(text: str, marker: str) -> int:
 
 
 class HermesStream(ToolStream):
-    def __init__(self) -> None:
+    """Calls between ``<tool_call>`` and ``</tool_call>``, each body read by ``parse`` (Hermes: JSON); a body it
+    cannot read stays text."""
+
+    def __init__(self, parse: Callable[[str], ToolCall | None] = parse_call) -> None:
+        self._parse = parse
         self._buffer = ""
         self._in_call = False
         self._pending_space = ""  # trailing whitespace, emitted only if more text follows
@@ -81,7 +87,7 @@ class HermesStream(ToolStream):
             self._buffer, self._in_call = self._buffer[start + len(OPEN):], True
 
     def _call(self, body: str) -> list[Event]:
-        call = parse_call(body.strip())
+        call = self._parse(body.strip())
         if call is None:
             return self._text(OPEN + body + CLOSE)
         self._started = True
@@ -91,13 +97,13 @@ class HermesStream(ToolStream):
         rest, self._buffer = self._buffer, ""
         if self._in_call:
             self._in_call = False
-            call = parse_call(rest.strip())  # cut off after the JSON, before the closing tag
+            call = self._parse(rest.strip())  # cut off after the body, before the closing tag
             return [ToolCallDone(call)] if call else self._text(OPEN + rest)
         return self._text(rest)
 
 
 class HermesToolParser(ToolParser):
-    def stream(self) -> ToolStream:
+    def stream(self, tools: list[dict[str, Any]] | None = None) -> ToolStream:
         return HermesStream()
 
     def forced_prefix(self, name: str | None) -> str:

@@ -1,0 +1,165 @@
+"""Qwen3-Coder's tool calls (``proxy.tool_parser = "qwen3_coder"``): XML-like blocks whose untyped parameter texts
+take their JSON types from the call's tool schemas, so a harness gets the arguments its tools declare."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openforgerl.rollout.proxy.conversation import TextDelta, ToolCall, ToolCallDone
+from openforgerl.rollout.proxy.engine import ScriptTurn
+from openforgerl.rollout.proxy.tool_parser import make_tool_parser
+from openforgerl.testing.proxy import PATHS, InProcessProxy
+
+CODER = make_tool_parser("qwen3_coder")
+SCHEMA = {"type": "object", "properties": {
+    "path": {"type": "string"}, "line": {"type": "integer"}, "ratio": {"type": "number"},
+    "force": {"type": "boolean"}, "options": {"type": "object"}, "files": {"type": "array"},
+    "limit": {"type": ["integer", "null"]}, "mode": {"enum": ["a", "b"]}}}
+TOOLS = [{"type": "function", "function": {"name": "edit", "parameters": SCHEMA}}]
+
+
+def call_text(name: str, *parameters: tuple[str, str]) -> str:
+    inner = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in parameters)
+    return f"<tool_call>\n<function={name}>\n{inner}</function>\n</tool_call>"
+
+
+def arguments(text: str, tools=TOOLS) -> list[tuple[str, dict]]:
+    return [(c.name, json.loads(c.arguments)) for c in CODER.parse(text, tools)[1]]
+
+
+def test_parameters_take_the_types_their_schema_declares():
+    text = "I will edit it.\n" + call_text(
+        "edit", ("path", "src/a.py"), ("line", "12"), ("ratio", "0.5"), ("force", "True"),
+        ("options", '{"indent": 4}'), ("files", '["a", "b"]'), ("limit", "null"), ("mode", "b"))
+    content, calls = CODER.parse(text, TOOLS)
+    assert content == "I will edit it." and len(calls) == 1
+    assert json.loads(calls[0].arguments) == {"path": "src/a.py", "line": 12, "ratio": 0.5, "force": True,
+                                              "options": {"indent": 4}, "files": ["a", "b"], "limit": None,
+                                              "mode": "b"}
+
+
+def test_a_text_that_does_not_spell_its_declared_type_stays_the_text_the_model_wrote():
+    text = call_text("edit", ("line", "twelve"), ("force", "1"), ("ratio", "NaN"), ("files", "a.py"),
+                     ("path", "12"), ("extra", '{"a": 1}'))
+    assert arguments(text) == [("edit", {"line": "twelve", "force": "1", "ratio": "NaN", "files": "a.py",
+                                         "path": "12", "extra": '{"a": 1}'})]  # strings stay strings
+
+
+def test_without_the_tools_every_parameter_is_its_text():
+    assert arguments(call_text("edit", ("line", "12"), ("force", "true")), None) == [
+        ("edit", {"line": "12", "force": "true"})]
+
+
+def test_a_value_keeps_its_own_blank_lines_and_indentation_less_the_newlines_around_it():
+    body = "\n    def f():\n        return 1\n\n"
+    assert arguments(call_text("edit", ("path", "a.py"), ("text", body))) == [
+        ("edit", {"path": "a.py", "text": body})]
+
+
+def test_a_parameter_left_unclosed_ends_where_the_next_one_opens():
+    text = "<tool_call>\n<function=edit>\n<parameter=path>\na.py\n<parameter=line>\n3\n</parameter>\n" \
+           "</function>\n</tool_call>"
+    assert arguments(text) == [("edit", {"path": "a.py", "line": 3})]
+
+
+def test_two_calls_and_the_text_between_them():
+    text = "First.\n" + call_text("edit", ("line", "1")) + "\n" + call_text("run", ("cmd", "ls -la"))
+    assert arguments(text) == [("edit", {"line": 1}), ("run", {"cmd": "ls -la"})]
+    assert CODER.parse(text, TOOLS)[0] == "First."
+
+
+def test_a_malformed_call_is_shown_as_text_not_dropped():
+    for text in ["<tool_call>\n<function=edit>\nstray words\n<parameter=line>\n1\n</parameter>\n</function>\n"
+                 "</tool_call>",
+                 "<tool_call>\n<function=edit>\n<parameter=line>\n1\n</parameter>\n</tool_call>",  # no </function>
+                 "<tool_call>\n<function=>\n</function>\n</tool_call>",
+                 '<tool_call>\n{"name": "edit", "arguments": {}}\n</tool_call>']:  # Hermes' syntax is not this one
+        assert CODER.parse(text, TOOLS) == (text, [])
+
+
+def test_a_call_cut_off_before_its_closing_tag_counts_if_its_function_closed():
+    content, calls = CODER.parse(call_text("edit", ("line", "7")).removesuffix("\n</tool_call>"), TOOLS)
+    assert content == "" and [json.loads(c.arguments) for c in calls] == [{"line": 7}]
+    assert CODER.parse("<tool_call>\n<function=edit>\n<parameter=line>\n7", TOOLS) == (
+        "<tool_call>\n<function=edit>\n<parameter=line>\n7", [])
+
+
+def test_a_forced_call_starts_with_the_named_function():
+    prefix = CODER.forced_prefix("edit")
+    assert prefix == "<tool_call>\n<function=edit>\n"
+    assert arguments(prefix + "<parameter=line>\n2\n</parameter>\n</function>\n</tool_call>") == [
+        ("edit", {"line": 2})]
+
+
+values = st.one_of(st.text(alphabet=st.sampled_from(list("ab <>/=\n{}\"é")), max_size=12),
+                   st.integers(-5, 10**6), st.booleans(), st.none(), st.floats(-10, 10, allow_nan=False),
+                   st.lists(st.integers(0, 3), max_size=3), st.dictionaries(st.sampled_from("xyz"), st.integers()))
+TYPE_OF = {str: "string", int: "integer", bool: "boolean", type(None): "null", float: "number", list: "array",
+           dict: "object"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(args=st.dictionaries(st.sampled_from(["path", "line", "content", "x_1"]), values, max_size=4))
+def test_format_is_what_the_parser_reads_back_with_the_schema_of_the_values(args):
+    args = {key: value for key, value in args.items()
+            if not (isinstance(value, str) and (value.startswith("\n") and value.endswith("\n")
+                                                or "</parameter>" in value or "\n<parameter=" in value))}
+    schema = {"type": "object", "properties": {key: {"type": TYPE_OF[type(value)]} for key, value in args.items()}}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": schema}}]
+    text = CODER.format([ToolCall("call_1", "f", json.dumps(args, ensure_ascii=False))])
+    (call,) = CODER.parse(text, tools)[1]
+    assert json.loads(call.arguments) == args
+
+
+pieces = st.lists(st.sampled_from(["Hi", " there", "\n", "<tool_call>", "</tool_call>", "<tool", "_call>",
+                                   "<function=edit>", "</function>", "<parameter=line>", "</parameter>", "12",
+                                   "<parameter=path>", "a.py", "<", "é", "  ", "\n<parameter="]), max_size=14)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=pieces, data=st.data())
+def test_streaming_in_any_chunking_equals_parsing_the_whole_turn(pieces, data):
+    whole = "".join(pieces)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(whole)), max_size=6)))
+    chunks = [whole[a:b] for a, b in zip([0, *cuts], [*cuts, len(whole)], strict=True)]
+    stream = CODER.stream(TOOLS)
+    events = [e for chunk in chunks for e in stream.feed(chunk)] + stream.finish()
+    content, calls = CODER.parse(whole, TOOLS)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == content
+    assert [(e.call.name, e.call.arguments) for e in events if isinstance(e, ToolCallDone)] == [
+        (c.name, c.arguments) for c in calls]
+
+
+def test_through_the_proxy_a_harness_gets_typed_arguments_and_its_loop_stays_one_segment():
+    """The proxy reads the model's answer with the call's tools, and reads it so again when the next call sends
+    it back: the typed arguments match, and the rollout extends instead of forking at every call."""
+    turns = [ScriptTurn(text="Looking.", tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3,
+                                                                                    "force": True}}]),
+             ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "line": 40, "force": False}}]),
+             ScriptTurn(text="done")]
+    proxy = InProcessProxy(turns, tool_parser="qwen3_coder")
+
+    async def loop():
+        async with proxy.client() as client:
+            rollout_id, token = await proxy.new_rollout(client)
+            messages: list[dict] = [{"role": "system", "content": "You edit files."},
+                                    {"role": "user", "content": "fix the bug"}]
+            seen = []
+            for _ in turns:
+                resp = await client.post(PATHS["chat"], json={"messages": messages, "tools": TOOLS},
+                                         headers={"authorization": f"Bearer {token}"})
+                message = resp.json()["choices"][0]["message"]
+                calls = message.get("tool_calls") or []
+                seen.append([(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls])
+                messages = messages + [message] + [
+                    {"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls]
+            return seen, await proxy.trajectory(client, rollout_id)
+
+    seen, trajectory = asyncio.run(loop())
+    assert seen == [[("edit", {"path": "a.py", "line": 3, "force": True})],
+                    [("edit", {"path": "b.py", "line": 40, "force": False})], []]
+    assert trajectory["counts"]["fork"] == 0 and len(trajectory["segments"]) == 1
