@@ -23,7 +23,8 @@ class ProxyConfig(BaseModel):
     tokenizer: str | None = None
     """A Hugging Face tokenizer directory to use instead of the model registry's."""
     tool_parser: str = "hermes"
-    """How the policy writes tool calls (see tool_parser.TOOL_PARSERS)."""
+    """How the policy writes tool calls (see tool_parser.TOOL_PARSERS): ``hermes`` (JSON in ``<tool_call>``: Qwen2.5,
+    Qwen3, SmolLM2's template here) or ``qwen3_coder`` (XML-like parameters, typed by the call's tool schemas)."""
     unknown_model: Literal["serve", "reject"] = "serve"
     """A request naming another model: serve it with the policy anyway, or answer 404."""
     data_dir: Path = Field(default_factory=lambda: data_dir() / "proxy")
