@@ -349,6 +349,8 @@ class DockerSandbox(Sandbox):
                     return
                 self._api.unpause(self.container.id)
                 refused = False
+            except docker.errors.NotFound as exc:
+                raise SandboxError(f"container {self.id} was removed") from exc
             except Exception:  # noqa: BLE001 (a timeout too; the next look decides)
                 refused = True
             if time.monotonic() > deadline:

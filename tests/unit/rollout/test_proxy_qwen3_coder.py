@@ -163,3 +163,64 @@ def test_through_the_proxy_a_harness_gets_typed_arguments_and_its_loop_stays_one
     assert seen == [[("edit", {"path": "a.py", "line": 3, "force": True})],
                     [("edit", {"path": "b.py", "line": 40, "force": False})], []]
     assert trajectory["counts"]["fork"] == 0 and len(trajectory["segments"]) == 1
+
+
+# A template that writes calls as Qwen3-Coder's does (its own wording, the same layout): each parameter on its own
+# lines, strings as they are, objects and lists as JSON, other values through Jinja's ``string``.
+CODER_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}<|im_start|>system\n{{ m.content }}"
+    "{%- if tools %}\n\n<tools>{% for t in tools %}\n{{ t | tojson }}{% endfor %}\n</tools>{% endif %}<|im_end|>\n"
+    "{%- elif m.role == 'assistant' -%}<|im_start|>assistant\n{{ m.content or '' }}"
+    "{%- for c in m.tool_calls or [] %}{% set f = c.function %}\n<tool_call>\n<function={{ f.name }}>\n"
+    "{%- for k, v in f.arguments | items %}<parameter={{ k }}>\n"
+    "{%- if v is mapping or (v is sequence and v is not string) %}{{ v | tojson }}{% else %}{{ v | string }}"
+    "{%- endif %}\n</parameter>\n{% endfor %}</function>\n</tool_call>{% endfor %}<|im_end|>\n"
+    "{%- elif m.role == 'tool' -%}"
+    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}<|im_start|>user{% endif %}"
+    "\n<tool_response>\n{{ m.content }}\n</tool_response>"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}<|im_end|>\n{% endif %}"
+    "{%- else -%}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif -%}")
+
+
+def test_under_a_qwen3_coder_style_template_typed_calls_extend_cleanly_and_prompts_render_as_the_template():
+    """The policy's tokenizer under a template that writes calls in this syntax: the model's calls (strings,
+    integers, a list) come back from the harness and render as sampled, so every call extends its segment with
+    no realignment, and each prompt is the template's own render of the history."""
+    import copy
+
+    from openforgerl.rollout.proxy.template import HFChatTemplate
+    from openforgerl.testing.proxy import policy_template
+
+    policy = policy_template()
+    assert isinstance(policy, HFChatTemplate)
+    tokenizer = copy.deepcopy(policy.tokenizer)
+    tokenizer.chat_template = CODER_TEMPLATE
+    template = HFChatTemplate(tokenizer)
+    turns = [ScriptTurn(text="Let me look.", tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3}}]),
+             ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "files": ["x", "y"]}},
+                                    {"name": "edit", "arguments": {"line": 40, "ratio": 0.25}}]),
+             ScriptTurn(text="done")]
+    proxy = InProcessProxy(turns, tool_parser="qwen3_coder", template=template)
+
+    async def loop():
+        async with proxy.client() as client:
+            rollout_id, token = await proxy.new_rollout(client)
+            messages: list[dict] = [{"role": "system", "content": "You edit files."},
+                                    {"role": "user", "content": "fix the bug"}]
+            for _ in turns:
+                resp = await client.post(PATHS["chat"], json={"messages": messages, "tools": TOOLS},
+                                         headers={"authorization": f"Bearer {token}"})
+                message = resp.json()["choices"][0]["message"]
+                calls = message.get("tool_calls") or []
+                messages = messages + [message] + [
+                    {"role": "tool", "tool_call_id": c["id"], "content": f"ok {i}"} for i, c in enumerate(calls)]
+            return messages, await proxy.trajectory(client, rollout_id)
+
+    messages, trajectory = asyncio.run(loop())
+    assert trajectory["counts"]["clean"] == 3 and len(trajectory["segments"]) == 1
+    assert [m["function"]["arguments"] for m in messages[4]["tool_calls"]] == [
+        '{"path": "b.py", "files": ["x", "y"]}', '{"line": 40, "ratio": 0.25}']
+    last_prompt = proxy.engine.prompts[-1]
+    assert template.decode(last_prompt, False) == template.full_render(messages[:7], TOOLS, True)
