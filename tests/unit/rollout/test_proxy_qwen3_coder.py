@@ -4,15 +4,18 @@ take their JSON types from the call's tool schemas, so a harness gets the argume
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openforgerl.rollout.proxy.conversation import TextDelta, ToolCall, ToolCallDone
 from openforgerl.rollout.proxy.engine import ScriptTurn
+from openforgerl.rollout.proxy.template import HFChatTemplate
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
-from openforgerl.testing.proxy import PATHS, InProcessProxy
+from openforgerl.testing.proxy import PATHS, InProcessProxy, policy_template
 
 CODER = make_tool_parser("qwen3_coder")
 SCHEMA = {"type": "object", "properties": {
@@ -47,6 +50,15 @@ def test_a_text_that_does_not_spell_its_declared_type_stays_the_text_the_model_w
                      ("path", "12"), ("extra", '{"a": 1}'))
     assert arguments(text) == [("edit", {"line": "twelve", "force": "1", "ratio": "NaN", "files": "a.py",
                                          "path": "12", "extra": '{"a": 1}'})]  # strings stay strings
+
+
+def test_types_from_schema_branches_and_schemas_of_any_shape():
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "a": {"anyOf": [{"type": "integer"}, {"type": "null"}]}, "b": {"oneOf": "not a list"},
+        "c": {"type": 7}, "d": "not a schema", "e": {"enum": [1, 2]}}}}},
+             {"type": "function", "function": {"name": "g", "parameters": None}}, {"function": "nonsense"}, 3]
+    text = call_text("f", ("a", "4"), ("b", "4"), ("c", "4"), ("d", "4"), ("e", "4")) + call_text("g", ("x", "4"))
+    assert arguments(text, tools) == [("f", {"a": 4, "b": "4", "c": "4", "d": "4", "e": "4"}), ("g", {"x": "4"})]
 
 
 def test_without_the_tools_every_parameter_is_its_text():
@@ -169,32 +181,37 @@ def test_through_the_proxy_a_harness_gets_typed_arguments_and_its_loop_stays_one
 # lines, strings as they are, objects and lists as JSON, other values through Jinja's ``string``.
 CODER_TEMPLATE = (
     "{%- for m in messages -%}"
-    "{%- if m.role == 'system' -%}<|im_start|>system\n{{ m.content }}"
-    "{%- if tools %}\n\n<tools>{% for t in tools %}\n{{ t | tojson }}{% endfor %}\n</tools>{% endif %}<|im_end|>\n"
-    "{%- elif m.role == 'assistant' -%}<|im_start|>assistant\n{{ m.content or '' }}"
-    "{%- for c in m.tool_calls or [] %}{% set f = c.function %}\n<tool_call>\n<function={{ f.name }}>\n"
-    "{%- for k, v in f.arguments | items %}<parameter={{ k }}>\n"
-    "{%- if v is mapping or (v is sequence and v is not string) %}{{ v | tojson }}{% else %}{{ v | string }}"
-    "{%- endif %}\n</parameter>\n{% endfor %}</function>\n</tool_call>{% endfor %}<|im_end|>\n"
+    "{%- if m.role == 'system' -%}{{ '<|im_start|>system\\n' + m.content }}"
+    "{%- if tools -%}{{ '\\n\\n<tools>' }}{%- for t in tools -%}{{ '\\n' + (t | tojson) }}{%- endfor -%}"
+    "{{ '\\n</tools>' }}{%- endif -%}{{ '<|im_end|>\\n' }}"
+    "{%- elif m.role == 'assistant' -%}{{ '<|im_start|>assistant\\n' + (m.content or '') }}"
+    "{%- for c in m.tool_calls or [] -%}{%- set f = c.function -%}"
+    "{%- if m.content or not loop.first -%}{{ '\\n' }}{%- endif -%}"
+    "{{ '<tool_call>\\n<function=' + f.name + '>\\n' }}"
+    "{%- for k, v in f.arguments | items -%}{{ '<parameter=' + k + '>\\n' }}"
+    "{%- if v is mapping or (v is sequence and v is not string) -%}{{ v | tojson }}{%- else -%}{{ v | string }}"
+    "{%- endif -%}{{ '\\n</parameter>\\n' }}{%- endfor -%}{{ '</function>\\n</tool_call>' }}"
+    "{%- endfor -%}{{ '<|im_end|>\\n' }}"
     "{%- elif m.role == 'tool' -%}"
-    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}<|im_start|>user{% endif %}"
-    "\n<tool_response>\n{{ m.content }}\n</tool_response>"
-    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}<|im_end|>\n{% endif %}"
-    "{%- else -%}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endif -%}{%- endfor -%}"
-    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif -%}")
+    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}{{ '<|im_start|>user\\n' }}{%- endif -%}"
+    "{{ '<tool_response>\\n' + m.content + '\\n</tool_response>\\n' }}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' -%}{{ '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
 
 
-def test_under_a_qwen3_coder_style_template_typed_calls_extend_cleanly_and_prompts_render_as_the_template():
+@pytest.fixture(scope="module")
+def policy() -> HFChatTemplate:  # module-scoped: loaded before each test's own forge home is set
+    template = policy_template()
+    assert isinstance(template, HFChatTemplate)
+    return template
+
+
+def test_under_a_qwen3_coder_style_template_typed_calls_extend_cleanly_and_prompts_render_as_the_template(policy):
     """The policy's tokenizer under a template that writes calls in this syntax: the model's calls (strings,
     integers, a list) come back from the harness and render as sampled, so every call extends its segment with
     no realignment, and each prompt is the template's own render of the history."""
-    import copy
-
-    from openforgerl.rollout.proxy.template import HFChatTemplate
-    from openforgerl.testing.proxy import policy_template
-
-    policy = policy_template()
-    assert isinstance(policy, HFChatTemplate)
     tokenizer = copy.deepcopy(policy.tokenizer)
     tokenizer.chat_template = CODER_TEMPLATE
     template = HFChatTemplate(tokenizer)
@@ -222,5 +239,8 @@ def test_under_a_qwen3_coder_style_template_typed_calls_extend_cleanly_and_promp
     assert trajectory["counts"]["clean"] == 3 and len(trajectory["segments"]) == 1
     assert [m["function"]["arguments"] for m in messages[4]["tool_calls"]] == [
         '{"path": "b.py", "files": ["x", "y"]}', '{"line": 40, "ratio": 0.25}']
-    last_prompt = proxy.engine.prompts[-1]
-    assert template.decode(last_prompt, False) == template.full_render(messages[:7], TOOLS, True)
+    history = copy.deepcopy(messages[:7])  # as the template takes it: arguments as objects
+    for message in history:
+        for call in message.get("tool_calls") or []:
+            call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+    assert template.decode(proxy.engine.prompts[-1], False) == template.full_render(history, TOOLS, True)

@@ -52,17 +52,22 @@ def properties(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
     return found
 
 
-def _types(schema: Any) -> set[str]:
-    """The type names a parameter's schema allows (``type``, a list of them, or ``anyOf``/``oneOf`` branches)."""
-    if not isinstance(schema, dict):
+def _types(schema: Any, depth: int = 4) -> set[str]:
+    """The type names a parameter's schema allows (``type``, a list of them, or ``anyOf``/``oneOf`` branches, a
+    few levels deep: the schema is the harness's, any shape)."""
+    if not isinstance(schema, dict) or depth == 0:
         return set()
     kinds = schema.get("type")
-    names = {kinds} if isinstance(kinds, str) else {k for k in kinds if isinstance(k, str)} \
-        if isinstance(kinds, list) else set()
+    if isinstance(kinds, str):
+        names = {kinds}
+    else:
+        names = {k for k in kinds if isinstance(k, str)} if isinstance(kinds, list) else set()
     if "enum" in schema and not names:
         names.add("enum")
-    for branch in (schema.get("anyOf") or []) + (schema.get("oneOf") or []):
-        names |= _types(branch)
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        for branch in branches if isinstance(branches, list) else ():
+            names |= _types(branch, depth - 1)
     return {name.lower() for name in names}
 
 
