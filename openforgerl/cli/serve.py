@@ -22,12 +22,15 @@ if TYPE_CHECKING:
 @click.option("--timeout", "timeout_s", default=600.0, show_default=True, help="Seconds to wait for /health.")
 @click.option("--max-model-len", type=click.IntRange(256), default=None,
               help="Context length in tokens (default: the model's, 8192 for smollm2).")
+@click.option("--cpu-threads-bind", default=None, metavar="CPUS",
+              help="CPU only: the CPUs vLLM computes on ('0-3', or 'auto': vLLM's choice, which keeps one core "
+                   "for its API server). Default: all of them on a machine with at most 4 CPUs, else auto.")
 @click.option("--stop", is_flag=True, help="Stop the server forge started, and exit.")
 @click.option("--weights", default=None, metavar="MODEL|CHECKPOINT",
               help="Load these weights into the running server in place, and exit: a checkpoint forge train wrote, "
                    "or a known model (back to its pulled weights). Same base model only.")
 def serve(model_name: str, host: str, port: int, dtype: str | None, device: str, timeout_s: float,
-          max_model_len: int | None, stop: bool, weights: str | None) -> None:
+          max_model_len: int | None, cpu_threads_bind: str | None, stop: bool, weights: str | None) -> None:
     """Serve a model with vLLM in the background; print its OpenAI base URL once healthy."""
     from openforgerl.models.registry import model_spec
     from openforgerl.serving import vllm
@@ -42,7 +45,8 @@ def serve(model_name: str, host: str, port: int, dtype: str | None, device: str,
         return
     model_spec(model_name)  # an unknown name or a path that is no checkpoint fails before anything starts
     config = vllm.VllmConfig(model=model_name, host=host, port=port, dtype=dtype, device=device,
-                             startup_timeout_s=timeout_s, max_model_len=max_model_len)
+                             startup_timeout_s=timeout_s, max_model_len=max_model_len,
+                             cpu_threads_bind=cpu_threads_bind)
     click.echo(f"serving {model_name} (log: {vllm.log_path()}) ...", err=True)
     result = vllm.serve(config)
     how = f"started in {result.seconds:.0f} s" if result.started else "already serving"
