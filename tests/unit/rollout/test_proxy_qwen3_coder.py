@@ -100,6 +100,29 @@ def test_a_call_cut_off_before_its_closing_tag_counts_if_its_function_closed():
         "<tool_call>\n<function=edit>\n<parameter=line>\n7", [])
 
 
+def bare(name: str, *parameters: tuple[str, str]) -> str:
+    return call_text(name, *parameters).removeprefix("<tool_call>\n").removesuffix("\n</tool_call>")
+
+
+def test_a_call_without_its_wrapper_is_a_call_as_vllm_reads_it():
+    """Small models often skip ``<tool_call>``; vLLM's own qwen3_coder parser still reads the function as a call,
+    so a policy trained through the proxy is served as it will be served later."""
+    text = "Let me fix it.\n" + bare("edit", ("line", "3")) + "\n" + bare("run", ("cmd", "make test"))
+    assert arguments(text) == [("edit", {"line": 3}), ("run", {"cmd": "make test"})]
+    assert CODER.parse(text, TOOLS)[0] == "Let me fix it."
+    mixed = call_text("edit", ("line", "1")) + "\n" + bare("edit", ("line", "2")) + "\nDone."
+    assert arguments(mixed) == [("edit", {"line": 1}), ("edit", {"line": 2})]
+    assert CODER.parse(mixed, TOOLS)[0] == "\nDone."  # as after a wrapped call
+
+
+def test_a_bare_call_that_is_malformed_or_cut_off_stays_the_text_the_model_wrote():
+    for text in ["Then <function=edit> is what I call.",  # never closed: cut off, or a mention in prose
+                 "<function=edit>\nstray words\n</function>",
+                 "<function=>\n</function>",
+                 bare("edit", ("line", "7")).removesuffix("\n</function>")]:
+        assert CODER.parse(text, TOOLS) == (text, []), text
+
+
 def test_a_forced_call_starts_with_the_named_function():
     prefix = CODER.forced_prefix("edit")
     assert prefix == "<tool_call>\n<function=edit>\n"
@@ -129,7 +152,8 @@ def test_format_is_what_the_parser_reads_back_with_the_schema_of_the_values(args
 
 pieces = st.lists(st.sampled_from(["Hi", " there", "\n", "<tool_call>", "</tool_call>", "<tool", "_call>",
                                    "<function=edit>", "</function>", "<parameter=line>", "</parameter>", "12",
-                                   "<parameter=path>", "a.py", "<", "é", "  ", "\n<parameter="]), max_size=14)
+                                   "<parameter=path>", "a.py", "<", "é", "  ", "\n<parameter=", "<func",
+                                   "tion=run>", "</func", "tion>"]), max_size=14)
 
 
 @settings(max_examples=300, deadline=None)
@@ -146,6 +170,27 @@ def test_streaming_in_any_chunking_equals_parsing_the_whole_turn(pieces, data):
         (c.name, c.arguments) for c in calls]
 
 
+def run_loop(proxy: InProcessProxy, calls: int) -> tuple[list, dict]:
+    """A harness's loop through ``proxy``: each answer and a tool result per call sent back with the next call."""
+    async def loop():
+        async with proxy.client() as client:
+            rollout_id, token = await proxy.new_rollout(client)
+            messages: list[dict] = [{"role": "system", "content": "You edit files."},
+                                    {"role": "user", "content": "fix the bug"}]
+            seen = []
+            for _ in range(calls):
+                resp = await client.post(PATHS["chat"], json={"messages": messages, "tools": TOOLS},
+                                         headers={"authorization": f"Bearer {token}"})
+                message = resp.json()["choices"][0]["message"]
+                calls_made = message.get("tool_calls") or []
+                seen.append([(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls_made])
+                messages = messages + [message] + [
+                    {"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls_made]
+            return seen, await proxy.trajectory(client, rollout_id)
+
+    return asyncio.run(loop())
+
+
 def test_through_the_proxy_a_harness_gets_typed_arguments_and_its_loop_stays_one_segment():
     """The proxy reads the model's answer with the call's tools, and reads it so again when the next call sends
     it back: the typed arguments match, and the rollout extends instead of forking at every call."""
@@ -153,27 +198,19 @@ def test_through_the_proxy_a_harness_gets_typed_arguments_and_its_loop_stays_one
                                                                                     "force": True}}]),
              ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "line": 40, "force": False}}]),
              ScriptTurn(text="done")]
-    proxy = InProcessProxy(turns, tool_parser="qwen3_coder")
-
-    async def loop():
-        async with proxy.client() as client:
-            rollout_id, token = await proxy.new_rollout(client)
-            messages: list[dict] = [{"role": "system", "content": "You edit files."},
-                                    {"role": "user", "content": "fix the bug"}]
-            seen = []
-            for _ in turns:
-                resp = await client.post(PATHS["chat"], json={"messages": messages, "tools": TOOLS},
-                                         headers={"authorization": f"Bearer {token}"})
-                message = resp.json()["choices"][0]["message"]
-                calls = message.get("tool_calls") or []
-                seen.append([(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls])
-                messages = messages + [message] + [
-                    {"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls]
-            return seen, await proxy.trajectory(client, rollout_id)
-
-    seen, trajectory = asyncio.run(loop())
+    seen, trajectory = run_loop(InProcessProxy(turns, tool_parser="qwen3_coder"), len(turns))
     assert seen == [[("edit", {"path": "a.py", "line": 3, "force": True})],
                     [("edit", {"path": "b.py", "line": 40, "force": False})], []]
+    assert trajectory["counts"]["fork"] == 0 and len(trajectory["segments"]) == 1
+
+
+def test_through_the_proxy_a_bare_call_reaches_the_harness_as_a_call_and_its_loop_stays_one_segment():
+    """The model skips the wrapper: the harness still gets the call, and when it sends it back the rollout extends
+    the segment holding the tokens the model sampled (bare), not a re-render of them."""
+    turns = [ScriptTurn(text="Looking.\n" + bare("edit", ("path", "a.py"), ("line", "3"))),
+             ScriptTurn(text=bare("edit", ("force", "true"))), ScriptTurn(text="done")]
+    seen, trajectory = run_loop(InProcessProxy(turns, tool_parser="qwen3_coder"), len(turns))
+    assert seen == [[("edit", {"path": "a.py", "line": 3})], [("edit", {"force": True})], []]
     assert trajectory["counts"]["fork"] == 0 and len(trajectory["segments"]) == 1
 
 

@@ -36,6 +36,8 @@ def test_text_and_calls_are_separated():
 def test_a_malformed_call_is_shown_as_text_not_dropped():
     content, calls = HERMES.parse("<tool_call>\n{not json}\n</tool_call>")
     assert calls == [] and content == "<tool_call>\n{not json}\n</tool_call>"
+    text = "See:\n\n<tool_call>\n{not json}\n</tool_call> and  <tool_call>\n{bad}"  # its spaces kept as written
+    assert HERMES.parse(text) == (text, []) and stream_parse(list(text)) == (text, [])
 
 
 def test_a_call_cut_off_before_its_closing_tag_still_counts_if_its_json_is_whole():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from openforgerl.rollout.proxy.conversation import Event, TextDelta, ToolCall, ToolCallDone, nesting_exceeds
@@ -41,14 +42,29 @@ def partial_marker_len(text: str, marker: str) -> int:
     return 0
 
 
-class HermesStream(ToolStream):
-    """Calls between ``<tool_call>`` and ``</tool_call>``, each body read by ``parse`` (Hermes: JSON); a body it
-    cannot read stays text."""
+@dataclass(frozen=True)
+class Block:
+    """Where a call's text starts and ends; ``whole``: the parser reads the markers too (a call written without a
+    wrapper, e.g. Qwen3-Coder's bare ``<function=...>``), else only what is between them."""
 
-    def __init__(self, parse: Callable[[str], ToolCall | None] = parse_call) -> None:
+    open: str
+    close: str
+    whole: bool = False
+
+
+WRAPPED = (Block(OPEN, CLOSE),)
+
+
+class HermesStream(ToolStream):
+    """Calls in ``blocks`` (by default between ``<tool_call>`` and ``</tool_call>``), each read by ``parse``
+    (Hermes: the body as JSON); a call it cannot read stays text, as written."""
+
+    def __init__(self, parse: Callable[[str], ToolCall | None] = parse_call,
+                 blocks: tuple[Block, ...] = WRAPPED) -> None:
         self._parse = parse
+        self._blocks = blocks
         self._buffer = ""
-        self._in_call = False
+        self._in_call: Block | None = None
         self._pending_space = ""  # trailing whitespace, emitted only if more text follows
         self._started = False
 
@@ -70,35 +86,47 @@ class HermesStream(ToolStream):
         self._buffer += text
         events: list[Event] = []
         while True:
-            if self._in_call:
-                end = self._buffer.find(CLOSE)
+            block = self._in_call
+            if block is not None:
+                end = self._buffer.find(block.close)
                 if end < 0:
                     return events
-                events += self._call(self._buffer[:end])
-                self._buffer, self._in_call = self._buffer[end + len(CLOSE):], False
+                events += self._call(block, self._buffer[:end])
+                self._buffer, self._in_call = self._buffer[end + len(block.close):], None
                 continue
-            start = self._buffer.find(OPEN)
-            if start < 0:
-                keep = partial_marker_len(self._buffer, OPEN)
+            start, block = self._first_open()
+            if block is None:
+                keep = max(partial_marker_len(self._buffer, b.open) for b in self._blocks)
                 emit, self._buffer = self._buffer[: len(self._buffer) - keep], self._buffer[len(self._buffer) - keep:]
                 return events + self._text(emit)
-            events += self._text(self._buffer[:start])
-            self._pending_space = ""
-            self._buffer, self._in_call = self._buffer[start + len(OPEN):], True
+            events += self._text(self._buffer[:start])  # the space before it waits: a call that is not read is
+            self._buffer, self._in_call = self._buffer[start + len(block.open):], block  # text as written
 
-    def _call(self, body: str) -> list[Event]:
-        call = self._parse(body.strip())
+    def _first_open(self) -> tuple[int, Block | None]:
+        """Where the first call in the buffer starts, and its kind."""
+        first, kind = -1, None
+        for block in self._blocks:
+            at = self._buffer.find(block.open)
+            if at >= 0 and (kind is None or at < first):
+                first, kind = at, block
+        return first, kind
+
+    def _call(self, block: Block, body: str) -> list[Event]:
+        call = self._parse((block.open + body + block.close).strip() if block.whole else body.strip())
         if call is None:
-            return self._text(OPEN + body + CLOSE)
-        self._started = True
+            return self._text(block.open + body + block.close)
+        self._started, self._pending_space = True, ""
         return [ToolCallDone(call)]
 
     def finish(self) -> list[Event]:
         rest, self._buffer = self._buffer, ""
-        if self._in_call:
-            self._in_call = False
-            call = self._parse(rest.strip())  # cut off after the body, before the closing tag
-            return [ToolCallDone(call)] if call else self._text(OPEN + rest)
+        block, self._in_call = self._in_call, None
+        if block is not None:  # cut off after the body, before the closing marker
+            call = None if block.whole else self._parse(rest.strip())  # a bare call must be whole to count
+            if call is None:
+                return self._text(block.open + rest)
+            self._pending_space = ""
+            return [ToolCallDone(call)]
         return self._text(rest)
 
 

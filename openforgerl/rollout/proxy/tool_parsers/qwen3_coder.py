@@ -16,7 +16,9 @@ text. Numbers keep the form written (``3.0`` stays a float), so the template wri
 
 Key invariants, as for Hermes: text that is not a well-formed call stays text, shown to the harness as the model
 wrote it; a stream and the whole turn give the same text and calls. A parameter left unclosed (the model
-skipped its ``</parameter>``) ends where a line opens the next parameter, or where the function closes.
+skipped its ``</parameter>``) ends where a line opens the next parameter, or where the function closes. A call
+written without its wrapper (a bare ``<function=NAME>...</function>``, as small models do) is a call too, as
+vLLM's own ``qwen3_coder`` parser reads it; one cut off before its ``</function>`` stays text.
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ from typing import Any
 
 from openforgerl.rollout.proxy.conversation import ToolCall, nesting_exceeds
 from openforgerl.rollout.proxy.tool_parser import ToolParser, ToolStream, new_call_id
-from openforgerl.rollout.proxy.tool_parsers.hermes import CLOSE, OPEN, HermesStream
+from openforgerl.rollout.proxy.tool_parsers.hermes import CLOSE, OPEN, Block, HermesStream
 
 FUNCTION_OPEN, FUNCTION_CLOSE = "<function=", "</function>"
 PARAMETER_OPEN, PARAMETER_CLOSE = "<parameter=", "</parameter>"
+BLOCKS = (Block(OPEN, CLOSE), Block(FUNCTION_OPEN, FUNCTION_CLOSE, whole=True))
+"""A call in its ``<tool_call>`` wrapper, or a bare ``<function=...>...</function>`` (the model skipped the wrapper:
+vLLM's own qwen3_coder parser reads it as a call too)."""
 
 STRING_TYPES = frozenset({"string", "str", "text", "varchar", "char", "enum"})
 JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -139,7 +144,7 @@ def value_text(value: Any) -> str:
 
 class Qwen3CoderToolParser(ToolParser):
     def stream(self, tools: list[dict[str, Any]] | None = None) -> ToolStream:
-        return HermesStream(functools.partial(parse_body, schemas=properties(tools)))
+        return HermesStream(functools.partial(parse_body, schemas=properties(tools)), BLOCKS)
 
     def forced_prefix(self, name: str | None) -> str:
         return f"{OPEN}\n" + (f"{FUNCTION_OPEN}{name}>\n" if name else "")
