@@ -24,7 +24,8 @@ class ProxyConfig(BaseModel):
     """A Hugging Face tokenizer directory to use instead of the model registry's."""
     tool_parser: str = "hermes"
     """How the policy writes tool calls (see tool_parser.TOOL_PARSERS): ``hermes`` (JSON in ``<tool_call>``: Qwen2.5,
-    Qwen3, SmolLM2's template here) or ``qwen3_coder`` (XML-like parameters, typed by the call's tool schemas)."""
+    Qwen3, SmolLM2's template here), ``qwen3_coder`` (XML-like parameters, typed by the call's tool schemas) or
+    ``glm45`` (GLM-4.5/4.6/4.7: the name, then ``<arg_key>``/``<arg_value>`` pairs)."""
     unknown_model: Literal["serve", "reject"] = "serve"
     """A request naming another model: serve it with the policy anyway, or answer 404."""
     data_dir: Path = Field(default_factory=lambda: data_dir() / "proxy")

@@ -17,6 +17,7 @@ from openforgerl.rollout.proxy.conversation import Event, TextDelta, ToolCall, T
 TOOL_PARSERS: NameTable[type[ToolParser]] = NameTable("tool parser", {
     "hermes": "openforgerl.rollout.proxy.tool_parsers.hermes:HermesToolParser",
     "qwen3_coder": "openforgerl.rollout.proxy.tool_parsers.qwen3_coder:Qwen3CoderToolParser",
+    "glm45": "openforgerl.rollout.proxy.tool_parsers.glm45:Glm45ToolParser",
 })
 
 
