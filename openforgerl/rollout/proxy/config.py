@@ -25,7 +25,8 @@ class ProxyConfig(BaseModel):
     tool_parser: str = "hermes"
     """How the policy writes tool calls (see tool_parser.TOOL_PARSERS): ``hermes`` (JSON in ``<tool_call>``: Qwen2.5,
     Qwen3, SmolLM2's template here), ``qwen3_coder`` (XML-like parameters, typed by the call's tool schemas) or
-    ``glm45`` (GLM-4.5/4.6/4.7: the name, then ``<arg_key>``/``<arg_value>`` pairs)."""
+    ``glm45`` (GLM-4.5/4.6/4.7: the name, then ``<arg_key>``/``<arg_value>`` pairs) or ``llama3_json`` (Llama 3.x:
+    the answer is ``{"name": ..., "parameters": ...}`` objects)."""
     unknown_model: Literal["serve", "reject"] = "serve"
     """A request naming another model: serve it with the policy anyway, or answer 404."""
     data_dir: Path = Field(default_factory=lambda: data_dir() / "proxy")

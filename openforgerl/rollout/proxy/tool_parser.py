@@ -18,6 +18,7 @@ TOOL_PARSERS: NameTable[type[ToolParser]] = NameTable("tool parser", {
     "hermes": "openforgerl.rollout.proxy.tool_parsers.hermes:HermesToolParser",
     "qwen3_coder": "openforgerl.rollout.proxy.tool_parsers.qwen3_coder:Qwen3CoderToolParser",
     "glm45": "openforgerl.rollout.proxy.tool_parsers.glm45:Glm45ToolParser",
+    "llama3_json": "openforgerl.rollout.proxy.tool_parsers.llama3_json:Llama3JsonToolParser",
 })
 
 
