@@ -96,7 +96,8 @@ class HermesStream(ToolStream):
                 continue
             start, block = self._first_open()
             if block is None:
-                keep = max(partial_marker_len(self._buffer, b.open) for b in self._blocks)
+                keep = partial_marker_len(self._buffer, self._blocks[0].open) if len(self._blocks) == 1 else \
+                    max(partial_marker_len(self._buffer, b.open) for b in self._blocks)
                 emit, self._buffer = self._buffer[: len(self._buffer) - keep], self._buffer[len(self._buffer) - keep:]
                 return events + self._text(emit)
             events += self._text(self._buffer[:start])  # the space before it waits: a call that is not read is
@@ -104,6 +105,9 @@ class HermesStream(ToolStream):
 
     def _first_open(self) -> tuple[int, Block | None]:
         """Where the first call in the buffer starts, and its kind."""
+        if len(self._blocks) == 1:  # (Hermes: one find, as before there were kinds)
+            at = self._buffer.find(self._blocks[0].open)
+            return at, self._blocks[0] if at >= 0 else None
         first, kind = -1, None
         for block in self._blocks:
             at = self._buffer.find(block.open)
