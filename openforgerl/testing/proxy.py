@@ -139,3 +139,41 @@ class InProcessProxy:
                                 headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
         resp.raise_for_status()
         return resp.json()
+
+
+def tool_loop(proxy: InProcessProxy, tools: list[dict[str, Any]], calls: int) -> tuple[list[dict[str, Any]], dict]:
+    """A harness's loop through ``proxy`` on the chat wire: ``calls`` calls offering ``tools``, each answer and a
+    tool result per call it made (``ok 0``, ``ok 1``, ...) sent back with the next. Returns the conversation and
+    the rollout's trajectory."""
+    import asyncio
+
+    async def loop() -> tuple[list[dict[str, Any]], dict]:
+        async with proxy.client() as client:
+            rollout_id, token = await proxy.new_rollout(client)
+            messages: list[dict[str, Any]] = [{"role": "system", "content": "You edit files."},
+                                              {"role": "user", "content": "fix the bug"}]
+            for _ in range(calls):
+                resp = await client.post(PATHS["chat"], json={"messages": messages, "tools": tools},
+                                         headers={"authorization": f"Bearer {token}"})
+                message = resp.json()["choices"][0]["message"]
+                made = message.get("tool_calls") or []
+                messages = messages + [message] + [
+                    {"role": "tool", "tool_call_id": c["id"], "content": f"ok {i}"} for i, c in enumerate(made)]
+            return messages, await proxy.trajectory(client, rollout_id)
+
+    return asyncio.run(loop())
+
+
+def streamed_and_whole(parser: Any, whole: str, cuts: list[int], tools: list[dict[str, Any]] | None = None) -> \
+        tuple[tuple[str, list[tuple[str, str]]], tuple[str, list[tuple[str, str]]]]:
+    """A tool parser's (text, [(name, arguments)]) for ``whole`` streamed in the chunks ``cuts`` (sorted offsets)
+    make, and for ``whole`` parsed at once: a parser's stream must say what the whole turn says."""
+    from openforgerl.rollout.proxy.conversation import TextDelta, ToolCallDone
+
+    chunks = [whole[a:b] for a, b in zip([0, *cuts], [*cuts, len(whole)], strict=True)]
+    stream = parser.stream(tools)
+    events = [e for chunk in chunks for e in stream.feed(chunk)] + stream.finish()
+    content, calls = parser.parse(whole, tools)
+    return (("".join(e.text for e in events if isinstance(e, TextDelta)),
+             [(e.call.name, e.call.arguments) for e in events if isinstance(e, ToolCallDone)]),
+            (content, [(c.name, c.arguments) for c in calls]))

@@ -3,19 +3,17 @@ typed by the call's tool schemas as vLLM's ``glm45`` parser types them, so a pol
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tool_syntax import TYPE_OF, VALUES, under
 
-from openforgerl.rollout.proxy.conversation import TextDelta, ToolCall, ToolCallDone
+from openforgerl.rollout.proxy.conversation import ToolCall
 from openforgerl.rollout.proxy.engine import ScriptTurn
-from openforgerl.rollout.proxy.template import HFChatTemplate
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
-from openforgerl.testing.proxy import PATHS, InProcessProxy, policy_template
+from openforgerl.testing.proxy import InProcessProxy, streamed_and_whole, tool_loop
 
 GLM = make_tool_parser("glm45")
 SCHEMA = {"type": "object", "properties": {
@@ -81,15 +79,10 @@ def test_a_forced_call_starts_with_the_named_function():
         ("edit", {"line": 2})]
 
 
-values = st.one_of(st.text(alphabet=st.sampled_from(list("ab <>/=\n{}\"é")), max_size=12),
-                   st.integers(-5, 10**6), st.booleans(), st.none(), st.floats(-10, 10, allow_nan=False),
-                   st.lists(st.integers(0, 3), max_size=3), st.dictionaries(st.sampled_from("xyz"), st.integers()))
-TYPE_OF = {str: "string", int: "integer", bool: "boolean", type(None): "null", float: "number", list: "array",
-           dict: "object"}
 
 
 @settings(max_examples=200, deadline=None)
-@given(args=st.dictionaries(st.sampled_from(["path", "line", "content", "x_1"]), values, max_size=4))
+@given(args=st.dictionaries(st.sampled_from(["path", "line", "content", "x_1"]), VALUES, max_size=4))
 def test_format_is_what_the_parser_reads_back_with_the_schema_of_the_values(args):
     args = {key: value for key, value in args.items()  # what the syntax cannot hold: whitespace around, a tag
             if not (isinstance(value, str) and (value != value.strip() or "</arg_value>" in value
@@ -111,13 +104,8 @@ pieces = st.lists(st.sampled_from(["Hi", " there", "\n", "<tool_call>", "</tool_
 def test_streaming_in_any_chunking_equals_parsing_the_whole_turn(pieces, data):
     whole = "".join(pieces)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(whole)), max_size=6)))
-    chunks = [whole[a:b] for a, b in zip([0, *cuts], [*cuts, len(whole)], strict=True)]
-    stream = GLM.stream(TOOLS)
-    events = [e for chunk in chunks for e in stream.feed(chunk)] + stream.finish()
-    content, calls = GLM.parse(whole, TOOLS)
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == content
-    assert [(e.call.name, e.call.arguments) for e in events if isinstance(e, ToolCallDone)] == [
-        (c.name, c.arguments) for c in calls]
+    streamed, at_once = streamed_and_whole(GLM, whole, cuts, TOOLS)
+    assert streamed == at_once
 
 
 # A template that writes calls as GLM-4.5's does (its own wording, the same layout): the name after the opening tag,
@@ -141,41 +129,18 @@ GLM_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
 
 
-@pytest.fixture(scope="module")
-def policy() -> HFChatTemplate:  # module-scoped: loaded before each test's own forge home is set
-    template = policy_template()
-    assert isinstance(template, HFChatTemplate)
-    return template
-
-
 def test_under_a_glm_style_template_typed_calls_extend_cleanly_and_prompts_render_as_the_template(policy):
     """The policy's tokenizer under a template that writes calls in this syntax: the harness gets typed
     arguments; sent back, the model's calls render as sampled, so every call extends its segment with no
     realignment, and each prompt is the template's own render of the history."""
-    tokenizer = copy.deepcopy(policy.tokenizer)
-    tokenizer.chat_template = GLM_TEMPLATE
-    template = HFChatTemplate(tokenizer)
+    template = under(policy, GLM_TEMPLATE)
     turns = [ScriptTurn(text="Let me look.", tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3}}]),
              ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "files": ["x", "y"]}},
                                     {"name": "edit", "arguments": {"force": False, "ratio": 0.25}}]),
              ScriptTurn(text="done")]
     proxy = InProcessProxy(turns, tool_parser="glm45", template=template)
 
-    async def loop():
-        async with proxy.client() as client:
-            rollout_id, token = await proxy.new_rollout(client)
-            messages: list[dict] = [{"role": "system", "content": "You edit files."},
-                                    {"role": "user", "content": "fix the bug"}]
-            for _ in turns:
-                resp = await client.post(PATHS["chat"], json={"messages": messages, "tools": TOOLS},
-                                         headers={"authorization": f"Bearer {token}"})
-                message = resp.json()["choices"][0]["message"]
-                calls = message.get("tool_calls") or []
-                messages = messages + [message] + [
-                    {"role": "tool", "tool_call_id": c["id"], "content": f"ok {i}"} for i, c in enumerate(calls)]
-            return messages, await proxy.trajectory(client, rollout_id)
-
-    messages, trajectory = asyncio.run(loop())
+    messages, trajectory = tool_loop(proxy, TOOLS, len(turns))
     assert trajectory["counts"]["clean"] == 3 and len(trajectory["segments"]) == 1
     assert [json.loads(m["function"]["arguments"]) for m in messages[2]["tool_calls"]] == [{"path": "a.py", "line": 3}]
     assert [m["function"]["arguments"] for m in messages[4]["tool_calls"]] == [

@@ -3,19 +3,17 @@ vLLM's ``llama3_json`` parser reads it; any other answer is text, streamed as th
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tool_syntax import under
 
 from openforgerl.rollout.proxy.conversation import TextDelta, ToolCall, ToolCallDone
 from openforgerl.rollout.proxy.engine import ScriptTurn
-from openforgerl.rollout.proxy.template import HFChatTemplate
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
-from openforgerl.testing.proxy import PATHS, InProcessProxy, policy_template
+from openforgerl.testing.proxy import InProcessProxy, streamed_and_whole, tool_loop
 
 LLAMA = make_tool_parser("llama3_json")
 TOOLS = [{"type": "function", "function": {"name": "edit", "parameters": {
@@ -86,14 +84,9 @@ pieces = st.lists(st.sampled_from(["Hi", " there", "\n", "{", "}", '"name": "ls"
 def test_streaming_in_any_chunking_equals_parsing_the_whole_turn(pieces, data):
     whole = "".join(pieces)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(whole)), max_size=6)))
-    chunks = [whole[a:b] for a, b in zip([0, *cuts], [*cuts, len(whole)], strict=True)]
-    stream = LLAMA.stream(TOOLS)
-    events = [e for chunk in chunks for e in stream.feed(chunk)] + stream.finish()
-    content, parsed = LLAMA.parse(whole, TOOLS)
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == content
-    assert [(e.call.name, e.call.arguments) for e in events if isinstance(e, ToolCallDone)] == [
-        (c.name, c.arguments) for c in parsed]
-    assert content == whole or parsed  # text is never changed, only read as calls
+    streamed, at_once = streamed_and_whole(LLAMA, whole, cuts, TOOLS)
+    assert streamed == at_once
+    assert streamed[0] == whole or streamed[1]  # text is never changed, only read as calls
 
 
 # A template that writes calls as Llama 3.1's does (its own wording, the same layout): the call object as the whole
@@ -110,39 +103,16 @@ LLAMA_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
 
 
-@pytest.fixture(scope="module")
-def policy() -> HFChatTemplate:  # module-scoped: loaded before each test's own forge home is set
-    template = policy_template()
-    assert isinstance(template, HFChatTemplate)
-    return template
-
-
 def test_under_a_llama_style_template_calls_extend_cleanly_and_prompts_render_as_the_template(policy):
     """The policy's tokenizer under a template that writes calls in this syntax: the harness gets the calls; sent
     back, they render as sampled, so every call extends its segment with no realignment."""
-    tokenizer = copy.deepcopy(policy.tokenizer)
-    tokenizer.chat_template = LLAMA_TEMPLATE
-    template = HFChatTemplate(tokenizer)
+    template = under(policy, LLAMA_TEMPLATE)
     turns = [ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3}}]),
              ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "lines": [1, 2]}}]),
              ScriptTurn(text="done")]
     proxy = InProcessProxy(turns, tool_parser="llama3_json", template=template)
 
-    async def loop():
-        async with proxy.client() as client:
-            rollout_id, token = await proxy.new_rollout(client)
-            messages: list[dict] = [{"role": "system", "content": "You edit files."},
-                                    {"role": "user", "content": "fix the bug"}]
-            for _ in turns:
-                resp = await client.post(PATHS["chat"], json={"messages": messages, "tools": TOOLS},
-                                         headers={"authorization": f"Bearer {token}"})
-                message = resp.json()["choices"][0]["message"]
-                made = message.get("tool_calls") or []
-                messages = messages + [message] + [
-                    {"role": "tool", "tool_call_id": c["id"], "content": f"ok {i}"} for i, c in enumerate(made)]
-            return messages, await proxy.trajectory(client, rollout_id)
-
-    messages, trajectory = asyncio.run(loop())
+    messages, trajectory = tool_loop(proxy, TOOLS, len(turns))
     assert [json.loads(c["function"]["arguments"]) for c in messages[2]["tool_calls"]] == [{"path": "a.py", "line": 3}]
     assert messages[-1]["content"] == "done" and not messages[-1].get("tool_calls")
     assert trajectory["counts"]["clean"] == 3 and len(trajectory["segments"]) == 1

@@ -3,19 +3,17 @@ take their JSON types from the call's tool schemas, so a harness gets the argume
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tool_syntax import TYPE_OF, VALUES, under
 
-from openforgerl.rollout.proxy.conversation import TextDelta, ToolCall, ToolCallDone
+from openforgerl.rollout.proxy.conversation import ToolCall
 from openforgerl.rollout.proxy.engine import ScriptTurn
-from openforgerl.rollout.proxy.template import HFChatTemplate
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser
-from openforgerl.testing.proxy import PATHS, InProcessProxy, policy_template
+from openforgerl.testing.proxy import InProcessProxy, streamed_and_whole, tool_loop
 
 CODER = make_tool_parser("qwen3_coder")
 SCHEMA = {"type": "object", "properties": {
@@ -130,15 +128,10 @@ def test_a_forced_call_starts_with_the_named_function():
         ("edit", {"line": 2})]
 
 
-values = st.one_of(st.text(alphabet=st.sampled_from(list("ab <>/=\n{}\"é")), max_size=12),
-                   st.integers(-5, 10**6), st.booleans(), st.none(), st.floats(-10, 10, allow_nan=False),
-                   st.lists(st.integers(0, 3), max_size=3), st.dictionaries(st.sampled_from("xyz"), st.integers()))
-TYPE_OF = {str: "string", int: "integer", bool: "boolean", type(None): "null", float: "number", list: "array",
-           dict: "object"}
 
 
 @settings(max_examples=200, deadline=None)
-@given(args=st.dictionaries(st.sampled_from(["path", "line", "content", "x_1"]), values, max_size=4))
+@given(args=st.dictionaries(st.sampled_from(["path", "line", "content", "x_1"]), VALUES, max_size=4))
 def test_format_is_what_the_parser_reads_back_with_the_schema_of_the_values(args):
     args = {key: value for key, value in args.items()
             if not (isinstance(value, str) and (value.startswith("\n") and value.endswith("\n")
@@ -161,34 +154,14 @@ pieces = st.lists(st.sampled_from(["Hi", " there", "\n", "<tool_call>", "</tool_
 def test_streaming_in_any_chunking_equals_parsing_the_whole_turn(pieces, data):
     whole = "".join(pieces)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(whole)), max_size=6)))
-    chunks = [whole[a:b] for a, b in zip([0, *cuts], [*cuts, len(whole)], strict=True)]
-    stream = CODER.stream(TOOLS)
-    events = [e for chunk in chunks for e in stream.feed(chunk)] + stream.finish()
-    content, calls = CODER.parse(whole, TOOLS)
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == content
-    assert [(e.call.name, e.call.arguments) for e in events if isinstance(e, ToolCallDone)] == [
-        (c.name, c.arguments) for c in calls]
+    streamed, at_once = streamed_and_whole(CODER, whole, cuts, TOOLS)
+    assert streamed == at_once
 
 
-def run_loop(proxy: InProcessProxy, calls: int) -> tuple[list, dict]:
-    """A harness's loop through ``proxy``: each answer and a tool result per call sent back with the next call."""
-    async def loop():
-        async with proxy.client() as client:
-            rollout_id, token = await proxy.new_rollout(client)
-            messages: list[dict] = [{"role": "system", "content": "You edit files."},
-                                    {"role": "user", "content": "fix the bug"}]
-            seen = []
-            for _ in range(calls):
-                resp = await client.post(PATHS["chat"], json={"messages": messages, "tools": TOOLS},
-                                         headers={"authorization": f"Bearer {token}"})
-                message = resp.json()["choices"][0]["message"]
-                calls_made = message.get("tool_calls") or []
-                seen.append([(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls_made])
-                messages = messages + [message] + [
-                    {"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls_made]
-            return seen, await proxy.trajectory(client, rollout_id)
-
-    return asyncio.run(loop())
+def calls_seen(proxy: InProcessProxy, calls: int) -> tuple[list, dict]:
+    messages, trajectory = tool_loop(proxy, TOOLS, calls)
+    return [[(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in m.get("tool_calls") or []]
+            for m in messages if m["role"] == "assistant"], trajectory
 
 
 def test_through_the_proxy_a_harness_gets_typed_arguments_and_its_loop_stays_one_segment():
@@ -198,7 +171,7 @@ def test_through_the_proxy_a_harness_gets_typed_arguments_and_its_loop_stays_one
                                                                                     "force": True}}]),
              ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "line": 40, "force": False}}]),
              ScriptTurn(text="done")]
-    seen, trajectory = run_loop(InProcessProxy(turns, tool_parser="qwen3_coder"), len(turns))
+    seen, trajectory = calls_seen(InProcessProxy(turns, tool_parser="qwen3_coder"), len(turns))
     assert seen == [[("edit", {"path": "a.py", "line": 3, "force": True})],
                     [("edit", {"path": "b.py", "line": 40, "force": False})], []]
     assert trajectory["counts"]["fork"] == 0 and len(trajectory["segments"]) == 1
@@ -209,7 +182,7 @@ def test_through_the_proxy_a_bare_call_reaches_the_harness_as_a_call_and_its_loo
     the segment holding the tokens the model sampled (bare), not a re-render of them."""
     turns = [ScriptTurn(text="Looking.\n" + bare("edit", ("path", "a.py"), ("line", "3"))),
              ScriptTurn(text=bare("edit", ("force", "true"))), ScriptTurn(text="done")]
-    seen, trajectory = run_loop(InProcessProxy(turns, tool_parser="qwen3_coder"), len(turns))
+    seen, trajectory = calls_seen(InProcessProxy(turns, tool_parser="qwen3_coder"), len(turns))
     assert seen == [[("edit", {"path": "a.py", "line": 3})], [("edit", {"force": True})], []]
     assert trajectory["counts"]["fork"] == 0 and len(trajectory["segments"]) == 1
 
@@ -238,41 +211,18 @@ CODER_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
 
 
-@pytest.fixture(scope="module")
-def policy() -> HFChatTemplate:  # module-scoped: loaded before each test's own forge home is set
-    template = policy_template()
-    assert isinstance(template, HFChatTemplate)
-    return template
-
-
 def test_under_a_qwen3_coder_style_template_typed_calls_extend_cleanly_and_prompts_render_as_the_template(policy):
     """The policy's tokenizer under a template that writes calls in this syntax: the model's calls (strings,
     integers, a list) come back from the harness and render as sampled, so every call extends its segment with
     no realignment, and each prompt is the template's own render of the history."""
-    tokenizer = copy.deepcopy(policy.tokenizer)
-    tokenizer.chat_template = CODER_TEMPLATE
-    template = HFChatTemplate(tokenizer)
+    template = under(policy, CODER_TEMPLATE)
     turns = [ScriptTurn(text="Let me look.", tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3}}]),
              ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "files": ["x", "y"]}},
                                     {"name": "edit", "arguments": {"line": 40, "ratio": 0.25}}]),
              ScriptTurn(text="done")]
     proxy = InProcessProxy(turns, tool_parser="qwen3_coder", template=template)
 
-    async def loop():
-        async with proxy.client() as client:
-            rollout_id, token = await proxy.new_rollout(client)
-            messages: list[dict] = [{"role": "system", "content": "You edit files."},
-                                    {"role": "user", "content": "fix the bug"}]
-            for _ in turns:
-                resp = await client.post(PATHS["chat"], json={"messages": messages, "tools": TOOLS},
-                                         headers={"authorization": f"Bearer {token}"})
-                message = resp.json()["choices"][0]["message"]
-                calls = message.get("tool_calls") or []
-                messages = messages + [message] + [
-                    {"role": "tool", "tool_call_id": c["id"], "content": f"ok {i}"} for i, c in enumerate(calls)]
-            return messages, await proxy.trajectory(client, rollout_id)
-
-    messages, trajectory = asyncio.run(loop())
+    messages, trajectory = tool_loop(proxy, TOOLS, len(turns))
     assert trajectory["counts"]["clean"] == 3 and len(trajectory["segments"]) == 1
     assert [m["function"]["arguments"] for m in messages[4]["tool_calls"]] == [
         '{"path": "b.py", "files": ["x", "y"]}', '{"line": 40, "ratio": 0.25}']

@@ -19,51 +19,48 @@ from __future__ import annotations
 
 import functools
 import json
-import math
+import re
 from typing import Any
 
-from openforgerl.rollout.proxy.conversation import ToolCall, nesting_exceeds
-from openforgerl.rollout.proxy.tool_parser import ToolParser, ToolStream, new_call_id
+from openforgerl.rollout.proxy.conversation import ToolCall
+from openforgerl.rollout.proxy.tool_parser import ToolParser, ToolStream
 from openforgerl.rollout.proxy.tool_parsers.hermes import CLOSE, OPEN, HermesStream
-from openforgerl.rollout.proxy.tool_parsers.qwen3_coder import STRING_TYPES, _types, properties
+from openforgerl.rollout.proxy.tool_parsers.qwen3_coder import (
+    NOT_JSON,
+    STRING_TYPES,
+    _types,
+    properties,
+    spelled,
+    typed_call,
+)
 
 KEY_OPEN, KEY_CLOSE = "<arg_key>", "</arg_key>"
 VALUE_OPEN, VALUE_CLOSE = "<arg_value>", "</arg_value>"
-PYTHON_WORDS = {"True": "true", "False": "false", "None": "null"}
+
+
+PAIR = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
 
 
 def typed(value: str, schema: Any) -> Any:
     """``value`` as the JSON value it spells, unless its schema types it as a string (or it spells none)."""
-    kinds = _types(schema)
-    if kinds & STRING_TYPES:
+    if _types(schema) & STRING_TYPES:
         return value
-    try:
-        parsed = json.loads(PYTHON_WORDS.get(value, value))
-    except (ValueError, RecursionError):
-        return value
-    if isinstance(parsed, float) and not math.isfinite(parsed):  # NaN / Infinity: not JSON a harness reads
-        return value
-    return parsed
+    parsed = spelled(value)
+    return value if parsed is NOT_JSON else parsed
 
 
 def _pairs(inner: str) -> dict[str, str] | None:
     """The values' texts by key, in order; None when anything but key-value pairs and blank space is there."""
     values: dict[str, str] = {}
-    at = 0
-    while True:
-        start = inner.find(KEY_OPEN, at)
-        if start < 0:
-            return None if inner[at:].strip() else values
-        key_end = inner.find(KEY_CLOSE, start)
-        value_start = inner.find(VALUE_OPEN, key_end) if key_end >= 0 else -1
-        value_end = inner.find(VALUE_CLOSE, value_start) if value_start >= 0 else -1
-        if value_end < 0 or inner[at:start].strip() or inner[key_end + len(KEY_CLOSE):value_start].strip():
+    at, end = 0, len(inner.rstrip())
+    while at < end:
+        pair = PAIR.match(inner, at)
+        key = pair[1].strip() if pair else ""
+        if pair is None or not key or "<" in key:
             return None
-        key = inner[start + len(KEY_OPEN):key_end].strip()
-        if not key or "<" in key:
-            return None
-        values[key] = inner[value_start + len(VALUE_OPEN):value_end].strip()
-        at = value_end + len(VALUE_CLOSE)
+        values[key] = pair[2].strip()
+        at = pair.end()
+    return values
 
 
 def parse_body(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall | None:
@@ -73,13 +70,7 @@ def parse_body(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall | None
     if not name or "<" in name or any(c in name for c in "{}\"' "):  # a JSON body (Hermes'), or prose
         return None
     values = _pairs(body[name_end:])
-    if values is None:
-        return None
-    schema = schemas.get(name, {})
-    arguments = {key: typed(value, schema.get(key)) for key, value in values.items()}
-    if nesting_exceeds(arguments):
-        return None
-    return ToolCall(id=new_call_id(), name=name, arguments=json.dumps(arguments, ensure_ascii=False))
+    return None if values is None else typed_call(name, values, schemas, typed)
 
 
 class Glm45ToolParser(ToolParser):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from openforgerl.rollout.proxy.conversation import ToolCall, nesting_exceeds
@@ -76,22 +77,29 @@ def _types(schema: Any, depth: int = 4) -> set[str]:
     return {name.lower() for name in names}
 
 
+NOT_JSON = object()
+"""What ``spelled`` gives for a text that spells no JSON value."""
+PYTHON_WORDS = {"True": "true", "False": "false", "None": "null"}
+
+
+def spelled(text: str) -> Any:
+    """The JSON value ``text`` spells (Python's ``True``/``False``/``None`` too), else ``NOT_JSON``; NaN and the
+    infinities are not JSON a harness reads."""
+    try:
+        parsed = json.loads(PYTHON_WORDS.get(text, text))
+    except (ValueError, RecursionError):
+        return NOT_JSON
+    return NOT_JSON if isinstance(parsed, float) and not math.isfinite(parsed) else parsed
+
+
 def typed(value: str, schema: Any) -> Any:
     """``value`` as the JSON value its schema's type asks for, when the text spells one; else the text."""
     kinds = _types(schema)
     if not kinds or kinds & STRING_TYPES:
         return value
-    text = value.strip()
-    if text in ("True", "False"):
-        text = text.lower()
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):
-        return value
-    if isinstance(parsed, float) and not math.isfinite(parsed):  # NaN / Infinity: not JSON a harness reads
-        return value
+    parsed = spelled(value.strip())
     allowed = tuple(t for kind in kinds for t in JSON_TYPES.get(kind, ()))
-    if isinstance(parsed, bool) and bool not in allowed:  # (bool is an int to isinstance)
+    if parsed is NOT_JSON or isinstance(parsed, bool) and bool not in allowed:  # (bool is an int to isinstance)
         return value
     return parsed if isinstance(parsed, allowed) else value
 
@@ -128,10 +136,15 @@ def parse_body(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall | None
     if not name or "\n" in name or "<" in name:
         return None
     values = _parameters(body[name_end + 1:len(body) - len(FUNCTION_CLOSE)])
-    if values is None:
-        return None
+    return None if values is None else typed_call(name, values, schemas)
+
+
+def typed_call(name: str, values: dict[str, str], schemas: dict[str, dict[str, Any]],
+               typing: Callable[[str, Any], Any] = typed) -> ToolCall | None:
+    """The call of ``name`` with ``values`` typed by ``typing`` per the function's parameter schemas; None when
+    they nest deeper than the proxy writes back out."""
     schema = schemas.get(name, {})
-    arguments = {key: typed(value, schema.get(key)) for key, value in values.items()}
+    arguments = {key: typing(value, schema.get(key)) for key, value in values.items()}
     if nesting_exceeds(arguments):
         return None
     return ToolCall(id=new_call_id(), name=name, arguments=json.dumps(arguments, ensure_ascii=False))
