@@ -89,8 +89,12 @@ def test_a_tool_rollout_through_the_proxy_records_exactly_what_vllm_sampled(base
 def test_streaming_dialects_stream_real_tokens(base_url, dialect):
     engine = VLLMEngine(VLLMEngineConfig(base_url=base_url))
     proxy = InProcessProxy(engine=engine, template=policy_template())
-    body = {"responses": {"input": "Say hello.", "max_output_tokens": 12, "stream": True},
-            "messages": {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 12, "stream": True}}
+    # greedy: a sampled answer could end within vLLM's first chunks, e.g. its first token half an emoji (no text
+    # yet) and the rest in one chunk: one delta (it happened in CI)
+    ask = "Name three colours and say why you like each."
+    body = {"responses": {"input": ask, "max_output_tokens": 24, "temperature": 0, "stream": True},
+            "messages": {"messages": [{"role": "user", "content": ask}], "max_tokens": 24, "temperature": 0,
+                         "stream": True}}
 
     async def scenario():
         async with proxy.client() as client:
