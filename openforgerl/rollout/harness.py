@@ -27,6 +27,17 @@ from openforgerl.tasks import Task
 
 TOOLS_MOUNT = "/opt/forge/tools"
 """Where a harness's tools dir lives inside the harness image layer."""
+COMPILE_CACHE = ".compile-cache"
+"""Where in an installed harness's directory its Node compile cache lives (``HarnessPackage.compile_cache``)."""
+
+
+def compile_cache_env(cache_dir: str) -> dict[str, str]:
+    """Node reads (and, where it may, writes) its compile cache at ``cache_dir``.
+
+    Portable: entries are keyed by module paths relative to the cache, so a cache made at install in the
+    host's tools dir is valid at ``TOOLS_MOUNT`` in every harness layer.
+    """
+    return {"NODE_COMPILE_CACHE": cache_dir, "NODE_COMPILE_CACHE_PORTABLE": "1"}
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,10 @@ class HarnessPackage:
     """pip: ``module:file name`` of our own agents, copied next to the installed libraries."""
     check_args: tuple[str, ...] = ("--version",)
     """Arguments of a quick offline smoke run that must exit 0."""
+    compile_cache: bool = False
+    """npm: the install runs one turn of the CLI against a stand-in model (offline) and ships the Node compile
+    cache it leaves, so a rollout's CLI starts without compiling its modules again (a CLI whose start-up is
+    mostly module loading: OpenClaw's 22-24 s become 15-16 s, ``bench/harness_startup.py``)."""
 
 
 class HarnessOptions(BaseModel):
@@ -162,6 +177,16 @@ class Harness(ABC):
                             fix="declare package = HarnessPackage(...) on its class")
         return f"{TOOLS_MOUNT}/bin/{self.package.bin}"
 
+    def compile_cache_env(self) -> dict[str, str]:
+        """The environment that points its Node at the compile cache its layer carries (none: {}).
+
+        The layer's cache is root's and read-only to a non-root agent; a rollout's own writes (a root agent's)
+        stay in its own container, so no rollout can change what a later one loads.
+        """
+        if self.package is None or not self.package.compile_cache:
+            return {}
+        return compile_cache_env(f"{TOOLS_MOUNT}/{self.name}/{COMPILE_CACHE}")
+
     async def run(self, sandbox: Sandbox, task: Task, ctx: AgentContext) -> ExecResult:
         await self.prepare(sandbox, task)
         invocation = self.invocation(ctx)
@@ -170,7 +195,7 @@ class Harness(ABC):
         await write_files(sandbox, invocation.files, ctx.user)
         if ctx.user:  # after writing, so directories the files created (e.g. ~/.codex) are the agent's too
             await sandbox.make_dirs(own_dirs, owner=ctx.user)
-        env = {"HOME": ctx.home, **invocation.env}
+        env = {"HOME": ctx.home, **self.compile_cache_env(), **invocation.env}
         return await sandbox.exec(invocation.argv, timeout=ctx.timeout_sec, env=env, cwd=ctx.workdir, user=ctx.user)
 
 

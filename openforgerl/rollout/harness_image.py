@@ -44,7 +44,7 @@ def harness_image(client: Any, task_image: str, tool: str | None, root: Path | N
         base = client.images.get(task_image)
     except docker.errors.ImageNotFound as exc:
         raise SandboxError(f"image {task_image} not found", fix="build it (forge build-env)") from exc
-    tag = layer_tag(base.id, tool, record.fingerprint)
+    tag = layer_tag(base.id, tool, record.layer_key)
     build_once(tag, lambda: image_exists(client, tag), lambda: _build(client, base.id, tool, root, tag))
     return tag
 

@@ -15,12 +15,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
+from openforgerl.rollout.harness import AgentContext
+from openforgerl.rollout.harness_image import harness_image
 from openforgerl.rollout.harnesses.install import install
+from openforgerl.rollout.harnesses.openclaw import OpenclawHarness
 from openforgerl.rollout.orchestrator import RolloutConfig
 from openforgerl.rollout.proxy_handle import ProxySettings
 from openforgerl.rollout.run import run_rollouts
+from openforgerl.stack.base_image import IMAGE
 from openforgerl.testing.harness_scripts import SCRIPTS, TASK_TOML, VARIANTS, Script
 
 pytestmark = [pytest.mark.docker, pytest.mark.harness]
@@ -74,3 +79,24 @@ def test_runs_as_the_non_root_agent_user(tmp_path: Path, make_task, script: Scri
     result, trajectory, _ = rollout(tmp_path, make_task(toml=TASK_TOML), script, "hi", agent_user="1000:1000")
     assert (result.status, result.reward) == ("success", 1.0), result.reason
     assert {call["dialect"] for call in trajectory["calls"]} == {script.dialect}
+
+
+def test_openclaw_loads_its_modules_from_the_compile_cache_its_layer_carries_which_the_agent_cannot_change():
+    harness = OpenclawHarness()
+    client = docker.from_env()
+    layer = harness_image(client, IMAGE, harness.name)
+    ctx = AgentContext(instruction="hi", base_url="http://127.0.0.1:9", api_key="k", model="m")
+    env = {"HOME": "/tmp", **harness.compile_cache_env(), **harness.invocation(ctx).env,
+           "NODE_DEBUG_NATIVE": "COMPILE_CACHE"}
+    cache = env["NODE_COMPILE_CACHE"]
+    # The agent's uid runs the CLI, then tries to plant code for the next rollout: a new entry, an edited one.
+    script = (f"{harness.launcher()} --version >/dev/null 2>/tmp/debug; cat /tmp/debug; "
+              f"touch {cache}/planted 2>/dev/null && echo PLANTED; "
+              f"for f in $(ls -d {cache}/*/* | head -3); do (echo x >\"$f\") 2>/dev/null && echo PLANTED; done; exit 0")
+    out = client.containers.run(layer, ["sh", "-c", script], user="1000", network_mode="none", environment=env,
+                                remove=True).decode()
+    own = "file:///opt/forge/tools/openclaw/node_modules/"
+    accepted = [line for line in out.splitlines()
+                if own in line and line.endswith(" was accepted, keeping the in-memory entry")]
+    assert len(accepted) >= 5, out
+    assert "was rejected" not in out and "PLANTED" not in out, out

@@ -6,6 +6,8 @@ harness class. Each harness gets ``tools_dir()/<name>/`` (an npm prefix or a ven
 runs with no network at all — package scripts are skipped at download time and the ones a
 package needs (unpacking its native binary) are then run inside an empty network namespace, and
 the launcher's ``--version`` is checked there too; an install that fails this leaves nothing behind.
+A harness that declares ``compile_cache`` also runs one turn there against a stand-in model (``warmup``),
+and ships the Node compile cache that turn leaves (best effort: without it the harness only starts slower).
 
 Interrupted installs: an install holds a lock on its harness (a second one waits, then finds it done),
 builds in a temporary sibling that is renamed into place only once checked, and writes the launcher
@@ -21,8 +23,10 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,9 +34,10 @@ from pathlib import Path
 from openforgerl.errors import StackError, UnknownNameError, UserError, map_os_errors
 from openforgerl.log import get_logger
 from openforgerl.paths import tools_dir
-from openforgerl.rollout.harness import HarnessPackage
+from openforgerl.rollout.harness import COMPILE_CACHE, AgentContext, Harness, HarnessPackage, compile_cache_env
 from openforgerl.rollout.harnesses import HARNESSES, harness_class
 from openforgerl.stack import children, staging
+from openforgerl.stack.base_image import AGENT_UID
 from openforgerl.stack.part import Action, Part, PartStatus, Reporter
 
 log = get_logger(__name__)
@@ -50,6 +55,9 @@ PIP = [sys.executable, "-m", "pip"]
 """The pip that installs pip harnesses (tests put a stand-in here)."""
 CHECK_DIR = ".forge-check"
 """Inside a harness being built: a launcher that runs it where it is, for the offline check."""
+CACHE_UIDS = (0, AGENT_UID)
+"""Node keeps a compile cache per uid: the warmed one is copied for root and for our images' agent user."""
+WARMUP_TIMEOUT_S = 300
 
 
 def catalog() -> dict[str, HarnessPackage]:
@@ -78,12 +86,21 @@ class InstalledHarness:
     seconds: float
     fingerprint: str = ""
     """What was installed: the pinned package plus the bytes of our own agent files (see fingerprint())."""
+    compile_cache: bool = False
+    """It ships a warmed Node compile cache (its package asks for one and the warm-up turn succeeded)."""
+
+    @property
+    def layer_key(self) -> str:
+        """What its image layer is keyed by: the layer carries the cache when there is one."""
+        return f"{self.fingerprint}+compile-cache" if self.compile_cache else self.fingerprint
 
 
 def fingerprint(spec: HarnessPackage) -> str:
     """Changes when the pin or any of our own agent modules changes, so an edited agent is reinstalled
     (and gets a new image layer) instead of silently running the old copy."""
     digest = hashlib.sha256(f"{INSTALL_FORMAT}\0{spec.package}".encode())
+    if spec.compile_cache:  # the install then ships more than the package
+        digest.update(b"\0compile-cache")
     for item in spec.extra_files:
         digest.update(_extra_source(item).read_bytes())
     return digest.hexdigest()[:16]
@@ -144,10 +161,11 @@ def install(name: str, report: Reporter, root: Path | None = None) -> InstalledH
         if spec.kind == "npm":
             _run_package_scripts(name, spec, build)
         version = _check_offline(spec, build)
+        cached = spec.compile_cache and warm_compile_cache(harness_class(name)(), build)
         staging.swap_in(build, target)
         launcher = _write_launcher(spec, target, root)
         record = InstalledHarness(name, spec.package, version, str(launcher), round(time.monotonic() - started, 1),
-                                  fingerprint(spec))
+                                  fingerprint(spec), cached)
         _write_file(target / MANIFEST, json.dumps(asdict(record), indent=2))  # last: now it is trusted
     report(Action(f"installed {spec.package} into {target} (launcher {launcher})", f"rm -rf {target} {launcher}"))
     return record
@@ -257,6 +275,65 @@ def _check_offline(spec: HarnessPackage, build: Path) -> str:
         return spec.package.partition("==")[2] or "?"
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     return lines[-1] if lines else "?"
+
+
+def warm_compile_cache(harness: Harness, build: Path) -> bool:
+    """One turn of ``harness`` as built in ``build``, offline against a stand-in model, with Node's compile cache
+    at ``build/COMPILE_CACHE``; whether it left a cache (a failed turn leaves none, with a warning)."""
+    name, spec, cache = harness.name, harness.package, build / COMPILE_CACHE
+    assert spec is not None, f"harness {name} installs nothing"
+    launcher = _write_launcher(spec, build, build / CHECK_DIR, home="../..")
+    home, work = build / CHECK_DIR / "home", build / CHECK_DIR / "work"
+    work.mkdir(parents=True)
+    port = _loopback_port()
+    ctx = AgentContext(instruction="Reply with the word done.", base_url=f"http://127.0.0.1:{port}",
+                       api_key="warm-up", model="warm-up", workdir=str(work), timeout_sec=WARMUP_TIMEOUT_S,
+                       home=str(home))
+    invocation = harness.invocation(ctx)
+    if invocation.argv[:1] != [harness.launcher()]:
+        raise StackError(f"harness {name} does not start with its launcher, so its compile cache cannot be warmed",
+                         fix=f"start its invocation with the launcher, or set compile_cache=False on {name}")
+    # Only PATH from this process: a NODE_OPTIONS of the host's would give the cache a key rollouts do not have.
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), **invocation.env,
+           **compile_cache_env(str(cache))}
+    plan = {"argv": [str(launcher), *invocation.argv[1:]], "env": env, "files": invocation.files, "cwd": str(work),
+            "port": port, "timeout": WARMUP_TIMEOUT_S}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="forge-warmup-") as plan_file:
+        plan_file.write(json.dumps(plan))
+        plan_file.flush()
+        try:
+            _run([*_offline_prefix(), sys.executable, "-m", "openforgerl.rollout.harnesses.warmup", plan_file.name],
+                 f"{name}'s warm-up turn (offline)", build=build, timeout=WARMUP_TIMEOUT_S + 30)
+        except StackError as exc:
+            log.warning("%s will start without a compile cache: %s", name, exc)
+            shutil.rmtree(cache, ignore_errors=True)
+            return False
+        finally:
+            shutil.rmtree(build / CHECK_DIR, ignore_errors=True)
+    return _share_cache(cache)
+
+
+def _share_cache(cache: Path) -> bool:
+    """Copy the warmed per-uid cache for each of ``CACHE_UIDS``, readable by all (the layer makes it root's)."""
+    made = sorted(cache.glob("v*-*")) if cache.is_dir() else []
+    if len(made) != 1:
+        log.warning("the warm-up left %d compile caches in %s, not 1; starting without one", len(made), cache)
+        shutil.rmtree(cache, ignore_errors=True)
+        return False
+    stem = made[0].name.rpartition("-")[0]
+    for uid in CACHE_UIDS:
+        if not (copy := cache / f"{stem}-{uid}").exists():
+            shutil.copytree(made[0], copy)
+    for path in [cache, *cache.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return True
+
+
+def _loopback_port() -> int:
+    """A free port on 127.0.0.1 (in a fresh network namespace, any port is)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 class HarnessesPart(Part):

@@ -3,7 +3,8 @@
 The config registers the proxy as the only model provider (``models.mode = "replace"``); its
 ``api`` picks the wire — ``openai-completions`` (default), ``openai-responses`` or
 ``anthropic-messages``. Invariant: the run reads only that pinned config and a state dir under
-the isolated HOME, with update checks, telemetry and LAN discovery off.
+the isolated HOME, with update checks, telemetry and LAN discovery off. Its start-up is mostly loading
+ES modules, so its install ships a Node compile cache (``HarnessPackage.compile_cache``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class OpenclawHarness(Harness):
 
     name = "openclaw"
     memory_mb = 1024  # its own peak on the hello task: 818 MiB (bench/results/harness_memory.md), x1.25 rounded up
-    package = HarnessPackage("npm", "openclaw@2026.9.6", "openclaw")
+    package = HarnessPackage("npm", "openclaw@2026.9.6", "openclaw", compile_cache=True)
     options: Options
 
     def invocation(self, ctx: AgentContext) -> Invocation:
@@ -43,7 +44,10 @@ class OpenclawHarness(Harness):
             argv.append("--local-model-lean")
         argv.append(ctx.instruction)
         env = quiet_env(OPENCLAW_HOME=ctx.home, OPENCLAW_STATE_DIR=f"{ctx.home}/.openclaw",
-                        OPENCLAW_NO_AUTO_UPDATE="1", OPENCLAW_DISABLE_BONJOUR="1", OPENCLAW_NO_RESPAWN="1")
+                        OPENCLAW_NO_AUTO_UPDATE="1", OPENCLAW_DISABLE_BONJOUR="1", OPENCLAW_NO_RESPAWN="1",
+                        # It would respawn itself to move Node's compile cache (the layer's, which the framework
+                        # names) under a per-version directory of its own, empty in every fresh sandbox.
+                        OPENCLAW_PACKAGED_COMPILE_CACHE_RESPAWNED="1")
         return Invocation(argv, env, {config_path: to_json(config(ctx, self.options.api))})
 
 
