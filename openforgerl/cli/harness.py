@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from openforgerl.cli import cli
@@ -41,4 +43,8 @@ def list_cmd() -> None:
             click.echo(f"{name:15} {'-':40} nothing to install")
             continue
         state = f"installed {done[name].version} -> {done[name].launcher}" if name in done else "not installed"
+        if name in done and packages[name].compile_cache:
+            state += (" (with its Node compile cache)" if done[name].compile_cache else
+                      f" (no compile cache: its warm-up turn failed at install; to retry: rm -rf "
+                      f"{Path(done[name].launcher).parent.parent / name} && forge harness install {name})")
         click.echo(f"{name:15} {packages[name].package:40} {state}")
