@@ -57,8 +57,8 @@ class HarnessPackage:
     """Arguments of a quick offline smoke run that must exit 0."""
     compile_cache: bool = False
     """npm: the install runs one turn of the CLI against a stand-in model (offline) and ships the Node compile
-    cache it leaves, so a rollout's CLI starts without compiling its modules again (a CLI whose start-up is
-    mostly module loading: OpenClaw's 22-24 s become 15-16 s, ``bench/harness_startup.py``)."""
+    cache it leaves, so a rollout's CLI starts without compiling its modules again (for a CLI whose start-up is
+    mostly module loading: OpenClaw's hello rollout takes 27 s instead of 33, ``bench/harness_startup.py``)."""
 
 
 class HarnessOptions(BaseModel):

@@ -6,8 +6,9 @@ stand-in OpenAI chat model there (every request is answered "Done.", streamed or
 files, runs its command with its environment and exits with the command's status. Node, pointed at a
 compile cache by that environment, leaves there the code of every module the CLI loaded on the way.
 
-Invariant: the command's only endpoint is the stand-in on 127.0.0.1, and nothing else is listening: a turn
-that reached for anything else fails here, at install, instead of in a rollout.
+Invariant: the command is given no endpoint but the stand-in on 127.0.0.1; in its own network namespace (an
+install as root) there is nothing else to reach, so a turn that reached for anything else fails here, at
+install, instead of in a rollout.
 """
 
 from __future__ import annotations
