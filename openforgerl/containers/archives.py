@@ -39,6 +39,17 @@ class CopyReport:
                 "skipped_count": len(self.skipped), "truncated": self.truncated}
 
 
+def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """A ``tarfile`` filter for what the host puts into a sandbox: owned by root there, and writable by
+    no one else, whoever runs forge. Without it a member keeps its host owner, and a researcher's
+    uid 1000 is our images' agent (``AGENT_UID``): the harness's own code, the verifier's tests and
+    the files a harness is configured with would be the agent's to rewrite."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mode &= ~0o022
+    return info
+
+
 def dirs_archive(path: str) -> bytes:
     """A tar holding only the directories of ``path`` (so ``put_archive`` has a target to unpack into).
 

@@ -3,7 +3,8 @@
 Harness CLIs are never baked into task images: ``harness_image(task_image, tool)`` commits a layer
 holding ``tools_dir()/<tool>`` and its launcher at ``/opt/forge/tools`` on top of the task image and
 tags it by (task image id, tool, pinned package), so each pair is built once and every later
-rollout reuses it. Invariant: the tag names exactly what is inside it.
+rollout reuses it. Every file in it is root's and writable by root alone, whoever installed the harness.
+Invariant: the tag names exactly what is inside it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import docker.errors
 
-from openforgerl.containers.archives import dirs_archive
+from openforgerl.containers.archives import dirs_archive, owned_by_root
 from openforgerl.containers.images import build_once, image_exists
 from openforgerl.errors import SandboxError
 from openforgerl.paths import tools_dir
@@ -27,8 +28,12 @@ LAYER_REPO = "openforgerl/harness"
 LABEL_LAYER = "openforgerl.harness-layer"
 
 
+LAYER_FORMAT = 2
+"""Changes when a layer of the same tools holds something else: 2, every file root's (was the installer's)."""
+
+
 def layer_tag(task_image_id: str, tool: str, fingerprint: str) -> str:
-    key = hashlib.sha256(f"{task_image_id}\0{tool}\0{fingerprint}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{LAYER_FORMAT}\0{task_image_id}\0{tool}\0{fingerprint}".encode()).hexdigest()[:16]
     return f"{LAYER_REPO}:{tool}-{key}"
 
 
@@ -55,8 +60,8 @@ def _build(client: Any, base_id: str, tool: str, root: Path, tag: str) -> None:
     try:
         with tempfile.TemporaryFile(prefix="forge-layer-") as archive:
             with tarfile.open(fileobj=archive, mode="w") as tar:
-                tar.add(str(root / tool), arcname=tool)
-                tar.add(str(root / "bin" / spec.bin), arcname=f"bin/{spec.bin}")
+                tar.add(str(root / tool), arcname=tool, filter=owned_by_root)
+                tar.add(str(root / "bin" / spec.bin), arcname=f"bin/{spec.bin}", filter=owned_by_root)
             archive.seek(0)
             client.api.put_archive(container.id, "/", dirs_archive(TOOLS_MOUNT))
             if not client.api.put_archive(container.id, TOOLS_MOUNT, archive):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,67 @@ def test_copy_in_and_out(docker_runtime, tmp_path: Path):
                 await box.get("/nope", tmp_path / "out")
     run(go())
     assert (tmp_path / "out" / "r.txt").read_text() == "1\n"
+
+
+def _as_a_researcher_would_leave_it(*paths: Path) -> None:
+    """Host files owned by uid 1000 (our images' agent uid), group and world writable."""
+    for path in paths:
+        os.chown(path, 1000, 1000)
+        path.chmod(0o777 if path.is_dir() else 0o666)
+
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving host files to uid 1000 needs root")
+
+
+@pytest.mark.docker
+@as_root
+def test_what_forge_puts_into_a_sandbox_is_root_s_whoever_runs_forge(docker_runtime, tmp_path: Path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test.sh").write_text("echo ok\n")
+    _as_a_researcher_would_leave_it(tests, tests / "test.sh")
+    async def go():
+        async with docker_runtime.sandbox(spec()) as box:
+            await box.put(tests, "/")
+            owners = await box.exec(["stat", "-c", "%u:%g %a %n", "/tests", "/tests/test.sh"])
+            assert owners.stdout == "0:0 755 /tests\n0:0 644 /tests/test.sh\n"
+            tamper = "echo 'echo 1 > /logs/verifier/reward.txt' >> /tests/test.sh; touch /tests/conftest.py"
+            assert (await box.exec(["sh", "-c", tamper], user="1000:1000")).exit_code != 0
+            assert (await box.exec(["cat", "/tests/test.sh"])).stdout == "echo ok\n"
+            assert (await box.exec(["ls", "/tests"])).stdout == "test.sh\n"
+    run(go())
+
+
+@pytest.mark.docker
+@as_root
+def test_a_harness_layer_is_root_s_even_when_a_non_root_user_installed_the_harness(tmp_path: Path):
+    import docker
+
+    from openforgerl.rollout.harness_image import _build
+    from openforgerl.rollout.harnesses.install import get_package
+
+    tool = "codex"
+    launcher = tmp_path / "bin" / get_package(tool).bin
+    (tmp_path / tool / "lib").mkdir(parents=True)
+    launcher.parent.mkdir()
+    (tmp_path / tool / "lib" / "main.js").write_text("console.log('harness')\n")
+    launcher.write_text("#!/bin/sh\nexec node /opt/forge/tools/codex/lib/main.js\n")
+    _as_a_researcher_would_leave_it(tmp_path / tool, tmp_path / tool / "lib", tmp_path / tool / "lib" / "main.js",
+                                    launcher.parent, launcher)
+    client = docker.from_env()
+    tag = f"openforgerl/harness-test:owner-{os.getpid()}"
+    _build(client, client.images.get(BASE).id, tool, tmp_path, tag)
+    try:
+        script = ("stat -c '%u:%g %a %n' /opt/forge/tools/codex/lib/main.js /opt/forge/tools/bin; "
+                  "echo evil > /opt/forge/tools/codex/lib/main.js && echo TAMPERED; "
+                  "touch /opt/forge/tools/codex/lib/planted.js && echo TAMPERED; "
+                  "echo evil >> /opt/forge/tools/bin/codex && echo TAMPERED; exit 0")
+        out = client.containers.run(tag, ["sh", "-c", script], user="1000:1000", network_mode="none",
+                                    remove=True).decode()
+    finally:
+        client.images.remove(tag, force=True)
+    assert out.startswith("0:0 644 /opt/forge/tools/codex/lib/main.js\n0:0 755 /opt/forge/tools/bin\n"), out
+    assert "TAMPERED" not in out, out
 
 
 @pytest.mark.docker

@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 import docker.errors
 from pydantic import Field
 
-from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, extract
+from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, extract, owned_by_root
 from openforgerl.containers.client import docker_client
 from openforgerl.containers.images import check_bases_local, ensure_task_image
 from openforgerl.containers.network import SPECS, NetworkKind, ensure_network, open_port
@@ -412,7 +412,7 @@ class DockerSandbox(Sandbox):
     async def put(self, src: Path, dest: str) -> None:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(str(src), arcname=src.name)
+            tar.add(str(src), arcname=src.name, filter=owned_by_root)
         # The target must exist. (A tar of its directories would reset the mode of existing ones, /tmp's
         # sticky 1777 included.) Files are put by root before the agent runs or after the guard passed.
         await self.make_dirs([dest])

@@ -40,7 +40,7 @@ import aiohttp
 import orjson
 from pydantic import Field
 
-from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, extract
+from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, extract, owned_by_root
 from openforgerl.errors import ForgeError, SandboxError, UserError
 from openforgerl.log import get_logger
 from openforgerl.processes import is_alive
@@ -680,7 +680,7 @@ class KubernetesSandbox(Sandbox):
     async def put(self, src: Path, dest: str) -> None:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(str(src), arcname=src.name)
+            tar.add(str(src), arcname=src.name, filter=owned_by_root)
         data = buffer.getvalue()
         await self._housekeeping(["sh", "-c", PUT_SCRIPT, "forge-put", dest, str(len(data))],
                                  f"copy {src.name} to {dest}", stdin=data)

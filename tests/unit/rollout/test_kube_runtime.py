@@ -167,6 +167,9 @@ def test_sweep_deletes_pods_whose_owner_died_and_pods_that_ended(tmp_path: Path)
 def test_exec_copies_and_timeouts_in_a_pod(tmp_path: Path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.txt").write_text("payload")
+    for path in (tmp_path / "in", tmp_path / "in" / "a.txt"):  # as a non-root researcher's uid 1000 leaves them
+        os.chown(path, 1000, 1000)
+        path.chmod(0o777 if path.is_dir() else 0o666)
 
     async def test(cluster: FakeCluster, runtime: KubernetesRuntime) -> None:
         async with runtime.sandbox(spec()) as box:
@@ -175,6 +178,8 @@ def test_exec_copies_and_timeouts_in_a_pod(tmp_path: Path):
             assert (result.exit_code, result.stdout, result.stderr) == (3, "hi from /tests\n", "oops\n")
             await box.put(tmp_path / "in", "/app")
             assert (await box.exec(["cat", "/app/in/a.txt"])).stdout == "payload"
+            owners = await box.exec(["stat", "-c", "%u:%g %a", "/app/in", "/app/in/a.txt"])
+            assert owners.stdout == "0:0 755\n0:0 644\n", "what forge puts is root's in the pod, not the agent uid's"
             report = await box.get("/app/in", tmp_path / "out")
             assert (tmp_path / "out" / "in" / "a.txt").read_text() == "payload" and not report.truncated
             with pytest.raises(SandboxError, match="does not exist"):
