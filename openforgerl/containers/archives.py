@@ -43,11 +43,19 @@ def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     """A ``tarfile`` filter for what the host puts into a sandbox: owned by root there, and writable by
     no one else, whoever runs forge. Without it a member keeps its host owner, and a researcher's
     uid 1000 is our images' agent (``AGENT_UID``): the harness's own code, the verifier's tests and
-    the files a harness is configured with would be the agent's to rewrite."""
+    the reference solution would be the agent's to rewrite."""
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
     info.mode &= ~0o022
     return info
+
+
+def put_archive(src: Path) -> bytes:
+    """A tar of ``src`` (named by its last part) for a sandbox to unpack, every member ``owned_by_root``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(str(src), arcname=src.name, filter=owned_by_root)
+    return buffer.getvalue()
 
 
 def dirs_archive(path: str) -> bytes:

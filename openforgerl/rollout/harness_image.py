@@ -2,7 +2,7 @@
 
 Harness CLIs are never baked into task images: ``harness_image(task_image, tool)`` commits a layer
 holding ``tools_dir()/<tool>`` and its launcher at ``/opt/forge/tools`` on top of the task image and
-tags it by (task image id, tool, pinned package), so each pair is built once and every later
+tags it by (layer format, task image id, tool, install fingerprint), so each pair is built once and every later
 rollout reuses it. Every file in it is root's and writable by root alone, whoever installed the harness.
 Invariant: the tag names exactly what is inside it.
 """

@@ -12,11 +12,9 @@ import asyncio
 import collections
 import contextlib
 import functools
-import io
 import os
 import re
 import socket
-import tarfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -27,7 +25,7 @@ from typing import Any, Literal, TypeVar
 import docker.errors
 from pydantic import Field
 
-from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, extract, owned_by_root
+from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, extract, put_archive
 from openforgerl.containers.client import docker_client
 from openforgerl.containers.images import check_bases_local, ensure_task_image
 from openforgerl.containers.network import SPECS, NetworkKind, ensure_network, open_port
@@ -410,13 +408,10 @@ class DockerSandbox(Sandbox):
         return attrs.get("SizeRw")
 
     async def put(self, src: Path, dest: str) -> None:
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(str(src), arcname=src.name, filter=owned_by_root)
         # The target must exist. (A tar of its directories would reset the mode of existing ones, /tmp's
         # sticky 1777 included.) Files are put by root before the agent runs or after the guard passed.
         await self.make_dirs([dest])
-        if not await self._call(self.container.put_archive, dest, buffer.getvalue()):
+        if not await self._call(self.container.put_archive, dest, put_archive(src)):
             raise SandboxError(f"copying {src} into {self.id}:{dest} failed")
 
     async def get(self, src: str, dest: Path, *, max_bytes: int = DEFAULT_MAX_BYTES,

@@ -19,13 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import io
 import json
 import os
 import random
 import socket
 import ssl
-import tarfile
 import threading
 import time
 import uuid
@@ -40,7 +38,7 @@ import aiohttp
 import orjson
 from pydantic import Field
 
-from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, extract, owned_by_root
+from openforgerl.containers.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, CopyReport, extract, put_archive
 from openforgerl.errors import ForgeError, SandboxError, UserError
 from openforgerl.log import get_logger
 from openforgerl.processes import is_alive
@@ -678,10 +676,7 @@ class KubernetesSandbox(Sandbox):
             await self._housekeeping(argv, "end the agent's processes")
 
     async def put(self, src: Path, dest: str) -> None:
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(str(src), arcname=src.name, filter=owned_by_root)
-        data = buffer.getvalue()
+        data = put_archive(src)
         await self._housekeeping(["sh", "-c", PUT_SCRIPT, "forge-put", dest, str(len(data))],
                                  f"copy {src.name} to {dest}", stdin=data)
 
