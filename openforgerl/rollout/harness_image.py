@@ -4,12 +4,16 @@ Harness CLIs are never baked into task images: ``harness_image(task_image, tool)
 holding ``tools_dir()/<tool>`` and its launcher at ``/opt/forge/tools`` on top of the task image and
 tags it by (layer format, task image id, tool, install fingerprint), so each pair is built once and every later
 rollout reuses it. Every file in it is root's and writable by root alone, whoever installed the harness.
+The layer in use supersedes the same tool's other layers on the same task image (another install, an
+edited agent, an older layer format): the first rollout of the pair in a process removes them, unless a
+container still uses them.
 Invariant: the tag names exactly what is inside it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import tarfile
 import tempfile
 from pathlib import Path
@@ -26,6 +30,10 @@ from openforgerl.rollout.harnesses.install import get_package, installed
 
 LAYER_REPO = "openforgerl/harness"
 LABEL_LAYER = "openforgerl.harness-layer"
+LABEL_BASE = "openforgerl.harness-base"
+log = logging.getLogger(__name__)
+_tidied: set[tuple[str, str]] = set()
+"""(task image id, tool) pairs whose superseded layers this process has removed."""
 
 
 LAYER_FORMAT = 2
@@ -51,7 +59,34 @@ def harness_image(client: Any, task_image: str, tool: str | None, root: Path | N
         raise SandboxError(f"image {task_image} not found", fix="build it (forge build-env)") from exc
     tag = layer_tag(base.id, tool, record.layer_key)
     build_once(tag, lambda: image_exists(client, tag), lambda: _build(client, base.id, tool, root, tag))
+    if (base.id, tool) not in _tidied:  # once per process: two forges with different installs do not take turns
+        _tidied.add((base.id, tool))
+        remove_superseded(client, base.id, tool, keep=tag)
     return tag
+
+
+def remove_superseded(client: Any, base_id: str, tool: str, keep: str) -> list[str]:
+    """Remove ``tool``'s layers on ``base_id`` other than ``keep``; returns the tags removed.
+
+    A layer's base is its label (older layers have none: then the image's parent, which Docker's classic
+    image store records for a commit). A layer a container still uses stays, for a later process."""
+    removed = []
+    for image in client.api.images(filters={"label": f"{LABEL_LAYER}={tool}"}):  # summaries: no inspect each
+        tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
+        if (image.get("Labels") or {}).get(LABEL_BASE, image.get("ParentId")) != base_id or keep in tags:
+            continue
+        for tag in tags:
+            try:
+                client.images.remove(tag)
+            except docker.errors.ImageNotFound:
+                continue  # removed by another forge meanwhile
+            except docker.errors.APIError as exc:  # in use by a container (or being removed)
+                log.debug("keeping superseded layer %s: %s", tag, exc.explanation or exc)
+                break
+            removed.append(tag)
+    if removed:
+        log.info("removed %d superseded %s layer(s) on %s: %s", len(removed), tool, base_id[:19], ", ".join(removed))
+    return removed
 
 
 def _build(client: Any, base_id: str, tool: str, root: Path, tag: str) -> None:
@@ -67,7 +102,8 @@ def _build(client: Any, base_id: str, tool: str, root: Path, tag: str) -> None:
             if not client.api.put_archive(container.id, TOOLS_MOUNT, archive):
                 raise SandboxError(f"copying {tool} into the harness layer failed")
         repo, _, version = tag.partition(":")
-        container.commit(repository=repo, tag=version, changes=[f"LABEL {LABEL_LAYER}={tool}"])
+        container.commit(repository=repo, tag=version, changes=[f"LABEL {LABEL_LAYER}={tool}",
+                                                                   f"LABEL {LABEL_BASE}={base_id}"])
     except docker.errors.APIError as exc:
         raise SandboxError(f"building the {tool} layer on {base_id[:19]} failed: {exc.explanation or exc}") from exc
     finally:

@@ -85,27 +85,12 @@ def gui_image(tmp_path_factory, build_cached) -> str:
 
 
 @pytest.fixture(scope="module")
-def browser_installed(gui_image: str) -> None:
-    import docker
-    import docker.errors
+def browser_installed() -> None:
+    from openforgerl.rollout.harnesses.install import install
 
-    from openforgerl.paths import tools_dir
-    from openforgerl.rollout.harness_image import layer_tag
-    from openforgerl.rollout.harnesses import browser_agent
-    from openforgerl.rollout.harnesses.install import get_package, install
-
-    # The installed copy of forge-browser (and the harness layer made from it) is keyed by the pinned
-    # playwright version only; refresh both when this checkout's agent differs from the copy.
-    copy = tools_dir() / "browser" / "lib" / "forge_browser.py"
-    if copy.exists() and copy.read_bytes() != Path(browser_agent.__file__).read_bytes():
-        shutil.rmtree(tools_dir() / "browser")
-        client = docker.from_env()
-        stale = layer_tag(client.images.get(gui_image).id, "browser", get_package("browser").package)
-        try:
-            client.images.remove(stale, force=True)
-        except docker.errors.ImageNotFound:
-            pass
-    install("browser", lambda action: None)  # a no-op when the pinned version is already there
+    # A no-op when this checkout's forge-browser is installed; an edited agent changes the install's
+    # fingerprint, so it is reinstalled and its layer rebuilt (the old one then removed).
+    install("browser", lambda action: None)
 
 
 def make_task(root: Path, image: str) -> Path:

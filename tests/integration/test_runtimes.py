@@ -237,6 +237,86 @@ def test_a_harness_layer_is_root_s_even_when_a_non_root_user_installed_the_harne
     assert "TAMPERED" not in out, out
 
 
+def _fake_install(root: Path, tool: str, compile_cache: bool) -> None:
+    """``tool`` as ``installed(root)`` trusts it; ``compile_cache`` alone changes its layer key."""
+    import json
+
+    from openforgerl.rollout.harnesses.install import MANIFEST, fingerprint, get_package
+
+    spec = get_package(tool)
+    launcher = root / "bin" / spec.bin
+    launcher.parent.mkdir(parents=True, exist_ok=True)
+    launcher.write_text(f"#!/bin/sh\necho {tool}\n")
+    (root / tool).mkdir(exist_ok=True)
+    (root / tool / MANIFEST).write_text(json.dumps({
+        "name": tool, "package": spec.package, "version": "test", "launcher": str(launcher), "seconds": 0.0,
+        "fingerprint": fingerprint(spec), "compile_cache": compile_cache}))
+
+
+@pytest.mark.docker
+def test_a_run_removes_the_harness_layers_its_install_superseded_on_the_same_image(tmp_path: Path):
+    import docker
+    import docker.errors
+
+    from openforgerl.rollout import harness_image as harness_image_module
+    from openforgerl.rollout.harness_image import LABEL_LAYER, harness_image
+
+    client = docker.from_env()
+    for n in range(2):  # task images of this test alone, so it touches no other test's layers
+        holder = client.containers.create(BASE, ["true"], network_mode="none")
+        try:
+            holder.commit(repository="openforgerl/harness-test", tag=f"base{n}-{os.getpid()}",
+                          changes=[f"LABEL test={os.getpid()}-{n}"])
+        finally:
+            holder.remove(force=True)
+    first, other = (f"openforgerl/harness-test:base{n}-{os.getpid()}" for n in range(2))
+    legacy_tag = f"openforgerl/harness-test:legacy-{os.getpid()}"
+    built = []
+    try:
+        holder = client.containers.create(first, ["true"], network_mode="none")  # a layer from before the base label
+        holder.commit(repository=legacy_tag.split(":")[0], tag=legacy_tag.split(":")[1],
+                      changes=[f"LABEL {LABEL_LAYER}=codex"])
+        holder.remove(force=True)
+        parent_recorded = bool(client.images.get(legacy_tag).attrs.get("Parent"))  # not by the containerd store
+        _fake_install(tmp_path, "codex", compile_cache=False)
+        _fake_install(tmp_path, "react", compile_cache=False)
+        built += [harness_image(client, first, "codex", root=tmp_path),
+                  harness_image(client, first, "react", root=tmp_path),
+                  harness_image(client, other, "codex", root=tmp_path)]
+        old_codex, react, codex_elsewhere = built
+        assert _exists(client, legacy_tag) != parent_recorded  # superseded by the first codex layer on its image
+        in_use = client.containers.create(old_codex, ["true"], network_mode="none")  # e.g. a rollout still running
+        _fake_install(tmp_path, "codex", compile_cache=True)  # reinstalled: a new layer key
+        harness_image_module._tidied.clear()  # the next forge run
+        built.append(harness_image(client, first, "codex", root=tmp_path))
+        assert built[-1] != old_codex and _exists(client, built[-1])
+        assert _exists(client, old_codex)  # a container uses it: kept, not an error
+        assert _exists(client, react) and _exists(client, codex_elsewhere)  # another tool; another image
+        in_use.remove(force=True)
+        assert harness_image(client, first, "codex", root=tmp_path) == built[-1]
+        assert _exists(client, old_codex)  # tidied once per run
+        harness_image_module._tidied.clear()  # the next run
+        assert harness_image(client, first, "codex", root=tmp_path) == built[-1]
+        assert not _exists(client, old_codex)
+        assert _exists(client, react) and _exists(client, codex_elsewhere) and _exists(client, built[-1])
+    finally:
+        for tag in [*built, legacy_tag, first, other]:
+            try:
+                client.images.remove(tag, force=True)
+            except docker.errors.ImageNotFound:
+                pass
+
+
+def _exists(client, tag: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
 @pytest.mark.docker
 def test_missing_image_and_oom_are_reported(docker_runtime):
     async def go():
