@@ -13,7 +13,6 @@ Invariant: the tag names exactly what is inside it.
 from __future__ import annotations
 
 import hashlib
-import logging
 import tarfile
 import tempfile
 from pathlib import Path
@@ -24,6 +23,7 @@ import docker.errors
 from openforgerl.containers.archives import dirs_archive, owned_by_root
 from openforgerl.containers.images import build_once, image_exists
 from openforgerl.errors import SandboxError
+from openforgerl.log import get_logger
 from openforgerl.paths import tools_dir
 from openforgerl.rollout.harness import TOOLS_MOUNT
 from openforgerl.rollout.harnesses.install import get_package, installed
@@ -31,7 +31,7 @@ from openforgerl.rollout.harnesses.install import get_package, installed
 LAYER_REPO = "openforgerl/harness"
 LABEL_LAYER = "openforgerl.harness-layer"
 LABEL_BASE = "openforgerl.harness-base"
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 _tidied: set[tuple[str, str]] = set()
 """(task image id, tool) pairs whose superseded layers this process has removed."""
 
@@ -70,8 +70,13 @@ def remove_superseded(client: Any, base_id: str, tool: str, keep: str) -> list[s
 
     A layer's base is its label (older layers have none: then the image's parent, which Docker's classic
     image store records for a commit). A layer a container still uses stays, for a later process."""
-    removed = []
-    for image in client.api.images(filters={"label": f"{LABEL_LAYER}={tool}"}):  # summaries: no inspect each
+    removed: list[str] = []
+    try:
+        images = client.api.images(filters={"label": f"{LABEL_LAYER}={tool}"})  # summaries: no inspect each
+    except docker.errors.APIError as exc:  # tidying is best effort: the rollout goes on
+        log.warning("could not list %s layers to remove superseded ones: %s", tool, exc.explanation or exc)
+        return removed
+    for image in images:
         tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
         if (image.get("Labels") or {}).get(LABEL_BASE, image.get("ParentId")) != base_id or keep in tags:
             continue

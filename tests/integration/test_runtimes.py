@@ -258,6 +258,7 @@ def test_a_run_removes_the_harness_layers_its_install_superseded_on_the_same_ima
     import docker
     import docker.errors
 
+    from openforgerl.containers.images import image_exists
     from openforgerl.rollout import harness_image as harness_image_module
     from openforgerl.rollout.harness_image import LABEL_LAYER, harness_image
 
@@ -284,37 +285,27 @@ def test_a_run_removes_the_harness_layers_its_install_superseded_on_the_same_ima
                   harness_image(client, first, "react", root=tmp_path),
                   harness_image(client, other, "codex", root=tmp_path)]
         old_codex, react, codex_elsewhere = built
-        assert _exists(client, legacy_tag) != parent_recorded  # superseded by the first codex layer on its image
+        assert image_exists(client, legacy_tag) != parent_recorded  # superseded by the first codex layer on its image
         in_use = client.containers.create(old_codex, ["true"], network_mode="none")  # e.g. a rollout still running
         _fake_install(tmp_path, "codex", compile_cache=True)  # reinstalled: a new layer key
         harness_image_module._tidied.clear()  # the next forge run
         built.append(harness_image(client, first, "codex", root=tmp_path))
-        assert built[-1] != old_codex and _exists(client, built[-1])
-        assert _exists(client, old_codex)  # a container uses it: kept, not an error
-        assert _exists(client, react) and _exists(client, codex_elsewhere)  # another tool; another image
+        assert built[-1] != old_codex and image_exists(client, built[-1])
+        assert image_exists(client, old_codex)  # a container uses it: kept, not an error
+        assert image_exists(client, react) and image_exists(client, codex_elsewhere)  # another tool; another image
         in_use.remove(force=True)
         assert harness_image(client, first, "codex", root=tmp_path) == built[-1]
-        assert _exists(client, old_codex)  # tidied once per run
+        assert image_exists(client, old_codex)  # tidied once per run
         harness_image_module._tidied.clear()  # the next run
         assert harness_image(client, first, "codex", root=tmp_path) == built[-1]
-        assert not _exists(client, old_codex)
-        assert _exists(client, react) and _exists(client, codex_elsewhere) and _exists(client, built[-1])
+        assert not image_exists(client, old_codex)
+        assert image_exists(client, react) and image_exists(client, codex_elsewhere) and image_exists(client, built[-1])
     finally:
         for tag in [*built, legacy_tag, first, other]:
             try:
                 client.images.remove(tag, force=True)
             except docker.errors.ImageNotFound:
                 pass
-
-
-def _exists(client, tag: str) -> bool:
-    import docker.errors
-
-    try:
-        client.images.get(tag)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
 
 
 @pytest.mark.docker
