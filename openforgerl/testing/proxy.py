@@ -101,14 +101,15 @@ class InProcessProxy:
         from openforgerl.rollout.proxy.config import ProxyConfig
         from openforgerl.rollout.proxy.engines.scripted import ScriptedEngine
         from openforgerl.rollout.proxy.server import build_app
-        from openforgerl.rollout.proxy.tool_parser import make_tool_parser
+        from openforgerl.rollout.proxy.tool_parser import tool_parser_for
 
         self.template = template or CharTemplate()
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="forge-proxy-test-"))
         scripted = ScriptedEngineConfig(turns=turns or [ScriptTurn(text="ok")])
         self.config = ProxyConfig(admin_token=ADMIN_TOKEN, data_dir=self.data_dir, engine=scripted, **config)
         self.engine = engine or ScriptedEngine(scripted, template=self.template,
-                                               tool_parser=make_tool_parser(self.config.tool_parser), respond=respond)
+                                               tool_parser=tool_parser_for(self.template, self.config.tool_parser),
+                                               respond=respond)
         self.app = build_app(self.config, template=self.template, engine=self.engine)
         self.registry = self.app.registry
 

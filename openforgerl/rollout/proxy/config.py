@@ -22,11 +22,13 @@ class ProxyConfig(BaseModel):
     """The policy: the name harnesses send as ``model`` and the tokenizer/chat template to load."""
     tokenizer: str | None = None
     """A Hugging Face tokenizer directory to use instead of the model registry's."""
-    tool_parser: str = "hermes"
-    """How the policy writes tool calls (see tool_parser.TOOL_PARSERS): ``hermes`` (JSON in ``<tool_call>``: Qwen2.5,
-    Qwen3, SmolLM2's template here), ``qwen3_coder`` (XML-like parameters, typed by the call's tool schemas) or
-    ``glm45`` (GLM-4.5/4.6/4.7: the name, then ``<arg_key>``/``<arg_value>`` pairs) or ``llama3_json`` (Llama 3.x:
-    the answer is ``{"name": ..., "parameters": ...}`` objects)."""
+    tool_parser: str = "auto"
+    """How the policy writes tool calls (see tool_parser.TOOL_PARSERS): ``auto`` (the parser that reads the calls
+    the policy's chat template writes), ``hermes`` (JSON in ``<tool_call>``: Qwen2.5, Qwen3, SmolLM2's template
+    here), ``qwen3_coder`` (XML-like parameters, typed by the call's tool schemas), ``glm45`` (GLM-4.5/4.6/4.7: the
+    name, then ``<arg_key>``/``<arg_value>`` pairs) or ``llama3_json`` (Llama 3.x: the answer is
+    ``{"name": ..., "parameters": ...}`` objects). At start the proxy checks the parser reads a call as the
+    template writes it, and refuses one that does not (it would turn every call into plain text)."""
     unknown_model: Literal["serve", "reject"] = "serve"
     """A request naming another model: serve it with the policy anyway, or answer 404."""
     data_dir: Path = Field(default_factory=lambda: data_dir() / "proxy")

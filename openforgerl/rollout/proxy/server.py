@@ -22,7 +22,7 @@ from openforgerl.rollout.proxy.rollouts import Registry, shard_prefix
 from openforgerl.rollout.proxy.service import Budget, ProxyService
 from openforgerl.rollout.proxy.store import Store
 from openforgerl.rollout.proxy.template import ChatTemplate, load_chat_template
-from openforgerl.rollout.proxy.tool_parser import make_tool_parser
+from openforgerl.rollout.proxy.tool_parser import tool_parser_for
 from openforgerl.rollout.trajectory import Trajectory
 
 log = get_logger(__name__)
@@ -38,7 +38,7 @@ def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine:
                     "rollouts in flight at once; raise the hard limit to serve more", files, files // 3)
     template = template or load_chat_template(config.model, config.tokenizer)
     template.prepare()
-    parser = make_tool_parser(config.tool_parser)
+    parser = tool_parser_for(template, config.tool_parser)
     engine = engine or make_engine(config.engine, template, parser)
     store = Store(config.data_dir)
     store.check_writable()  # before recovery writes to logs, and before a harness is answered unrecorded
@@ -59,7 +59,7 @@ def build_app(config: ProxyConfig, template: ChatTemplate | None = None, engine:
 def recorded_trajectories(config: ProxyConfig) -> list[Trajectory]:
     """Every rollout recorded in ``config.data_dir``, read without writing to it (safe next to a running proxy)."""
     template = load_chat_template(config.model, config.tokenizer)
-    registry = Registry(template, make_tool_parser(config.tool_parser), Store(config.data_dir))
+    registry = Registry(template, tool_parser_for(template, config.tool_parser), Store(config.data_dir))
     registry.recover(read_only=True)
     rollouts = [registry.get(rollout_id) for rollout_id in [*registry.by_id, *registry.retired]]
     return [r.trajectory for r in rollouts if r is not None]  # None: a log with no events, as recover() skips

@@ -7,12 +7,21 @@ same calls (``parse`` is implemented by feeding the stream parser). Parsers are 
 
 from __future__ import annotations
 
+import json
 import secrets
+import weakref
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from openforgerl.errors import UserError
+from openforgerl.log import get_logger
 from openforgerl.plugins import NameTable
-from openforgerl.rollout.proxy.conversation import Event, TextDelta, ToolCall, ToolCallDone
+from openforgerl.rollout.proxy.conversation import Event, TextDelta, ToolCall, ToolCallDone, assistant_message
+
+if TYPE_CHECKING:
+    from openforgerl.rollout.proxy.template import ChatTemplate
+
+log = get_logger(__name__)
 
 TOOL_PARSERS: NameTable[type[ToolParser]] = NameTable("tool parser", {
     "hermes": "openforgerl.rollout.proxy.tool_parsers.hermes:HermesToolParser",
@@ -67,3 +76,90 @@ class ToolParser(ABC):
 
 def make_tool_parser(name: str) -> ToolParser:
     return TOOL_PARSERS.load(name)()
+
+
+AUTO = "auto"
+"""``proxy.tool_parser = "auto"``: the parser that reads the calls the policy's chat template writes."""
+
+PROBE_TOOLS = [{"type": "function", "function": {
+    "name": "forge_probe", "description": "Shows how the policy writes a tool call.",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "count": {"type": "integer"}},
+                   "required": ["path"]}}}]
+PROBE_ARGUMENTS = {"path": "notes/a b.txt", "count": 2}
+
+
+def written_call(template: ChatTemplate) -> str | None:
+    """The text the policy writes for one call to ``forge_probe``, as the proxy reads it off the engine: the
+    chat template's render of that call in an answer, through the tokenizer and back with the special tokens
+    left out (as a sampled answer is decoded). None when the template writes no calls in an answer."""
+    ask = [{"role": "user", "content": "Call the probe."}]
+    # nine letters and digits: Mistral's templates refuse any other call id (and so would tell nothing)
+    call = ToolCall(id="forge0001", name="forge_probe", arguments=json.dumps(PROBE_ARGUMENTS))
+    try:
+        prompt = template.render(ask, PROBE_TOOLS, True)
+        full = template.render([*ask, assistant_message("", [call])], PROBE_TOOLS, False)
+    except Exception as exc:  # a template that refuses the probe (raise_exception) tells nothing about its syntax
+        log.debug("the chat template does not render a probe call: %s", exc)
+        return None
+    at = next((i for i, (a, b) in enumerate(zip(prompt, full, strict=False)) if a != b), min(len(prompt), len(full)))
+    answer = full[at:]
+    end = template.end_of_turn
+    if end and end in answer:
+        answer = answer[:answer.index(end)]
+    if "forge_probe" not in answer:
+        return None
+    return template.decode(template.encode(answer))
+
+
+def reads_probe(parser: ToolParser, text: str) -> bool:
+    """Whether ``parser`` reads exactly the probe call, with its arguments, from ``text``."""
+    try:
+        _, calls = parser.parse(text, PROBE_TOOLS)
+        return len(calls) == 1 and calls[0].name == "forge_probe" and json.loads(calls[0].arguments) == PROBE_ARGUMENTS
+    except Exception:  # a parser that chokes on another family's syntax does not read it
+        return False
+
+
+def tool_parser_for(template: ChatTemplate, name: str) -> ToolParser:
+    """The parser ``proxy.tool_parser`` names (``auto``: the first of ``TOOL_PARSERS`` that reads the template's
+    calls), checked against the calls the policy's chat template writes: a parser that cannot read them would
+    turn every call the policy makes into plain text, so a harness's tools would never run. A template that
+    writes no calls in its answers cannot be checked (``auto`` then takes ``hermes``). Checked once per template
+    and name (a trainer builds a proxy per rollout)."""
+    try:
+        known = _checked.setdefault(template, {})
+    except TypeError:  # a template that cannot be weakly referenced: checked every time
+        known = {}
+    if name not in known:
+        known[name] = _checked_name(template, name)
+    return make_tool_parser(known[name])
+
+
+_checked: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def _checked_name(template: ChatTemplate, name: str) -> str:
+    if name != AUTO and name not in TOOL_PARSERS:
+        raise UserError(f"proxy.tool_parser: unknown tool parser {name!r}",
+                        fix="use one of: " + ", ".join([AUTO, *TOOL_PARSERS.names()]))
+    text = written_call(template)
+    if text is None:
+        if name == AUTO:
+            log.warning("the chat template writes no tool calls in an answer, so the tool parser cannot be told from "
+                        "it: using hermes (set proxy.tool_parser to choose)")
+            return "hermes"
+        return name
+    if name != AUTO and reads_probe(make_tool_parser(name), text):
+        return name
+    readers = [other for other in TOOL_PARSERS.names() if other != name and reads_probe(make_tool_parser(other), text)]
+    if name == AUTO and readers:
+        return readers[0]
+    shown = text.strip()
+    shown = repr(shown if len(shown) <= 160 else shown[:157] + "...")
+    what = f"proxy.tool_parser {name!r}: " + ("no tool parser reads" if name == AUTO else "it does not read") + \
+        f" the tool calls the policy's chat template writes, {shown} (as decoded, special tokens left out)"
+    if readers:
+        raise UserError(what, fix=f"set proxy.tool_parser to {readers[0]!r} (or {AUTO!r})")
+    raise UserError(what, fix="serve a policy whose tool calls are text one of these parsers reads: "
+                    + ", ".join(TOOL_PARSERS.names()) + " (syntaxes spelled with special tokens, such as Mistral's "
+                    "[TOOL_CALLS], are not supported yet)")

@@ -68,8 +68,8 @@ class ForgeLoopSettings(BaseModel):
     tokenizer_dir: str | None = None
     """A tokenizer directory (or a forge model name, e.g. smollm2) whose tool-capable chat template the proxy
     renders with; unset: veRL's own tokenizer and its chat template."""
-    tool_parser: str = "hermes"
-    """How the policy writes tool calls (see rollout/proxy/tool_parser.py)."""
+    tool_parser: str = "auto"
+    """How the policy writes tool calls (see rollout/proxy/tool_parser.py; ``auto``: as its chat template does)."""
     settle_heap: bool = True
     """At the worker process's first rollout, collect once and take its heap (torch, veRL, Ray, the model's
     tokenizer) out of the cyclic collector's view, and collect the young generation every 20,000 allocations
@@ -99,7 +99,7 @@ class ForgeAgentLoop(AgentLoopBase):
 
     def __init__(self, *args: Any, rollout: Mapping[str, Any] | None = None,
                  max_sandboxes: int = DEFAULT_MAX_SANDBOXES, run_dir: str = "runs/verl",
-                 tokenizer_dir: str | None = None, tool_parser: str = "hermes", settle_heap: bool = True,
+                 tokenizer_dir: str | None = None, tool_parser: str = "auto", settle_heap: bool = True,
                  runtime: Runtime | None = None, harness: Harness | None = None, template: ChatTemplate | None = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -184,7 +184,7 @@ def _check_pinned(spec: TaskSpec) -> None:
 
 async def run_one(config: RolloutConfig, engine: VerlEngine, template: ChatTemplate, *, harness: Harness | None = None,
                   runtime: Runtime | None = None,
-                  tool_parser: str = "hermes") -> tuple[RolloutResult, dict[str, Any] | None]:
+                  tool_parser: str = "auto") -> tuple[RolloutResult, dict[str, Any] | None]:
     """One rollout of ``config`` (one task, one attempt) through a proxy of its own on ``engine``: its
     result and the trajectory the proxy recorded (None when none was saved)."""
     harness = harness or make_harness(config.harness, **config.harness_options)
@@ -232,7 +232,7 @@ class RolloutProxy:
 
 @contextlib.asynccontextmanager
 async def rollout_proxy(config: RolloutConfig, engine: VerlEngine, template: ChatTemplate,
-                        tool_parser: str = "hermes") -> AsyncIterator[RolloutProxy]:
+                        tool_parser: str = "auto") -> AsyncIterator[RolloutProxy]:
     """The proxy of one rollout: ``engine`` behind it, its log in the run directory."""
     from openforgerl.rollout.proxy.config import ProxyConfig
     from openforgerl.rollout.proxy.server import build_app

@@ -8,7 +8,7 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tool_syntax import TYPE_OF, VALUES, under
+from tool_syntax import GLM_TEMPLATE, TYPE_OF, VALUES, under
 
 from openforgerl.rollout.proxy.conversation import ToolCall
 from openforgerl.rollout.proxy.engine import ScriptTurn
@@ -79,8 +79,6 @@ def test_a_forced_call_starts_with_the_named_function():
         ("edit", {"line": 2})]
 
 
-
-
 @settings(max_examples=200, deadline=None)
 @given(args=st.dictionaries(st.sampled_from(["path", "line", "content", "x_1"]), VALUES, max_size=4))
 def test_format_is_what_the_parser_reads_back_with_the_schema_of_the_values(args):
@@ -106,27 +104,6 @@ def test_streaming_in_any_chunking_equals_parsing_the_whole_turn(pieces, data):
     cuts = sorted(data.draw(st.lists(st.integers(0, len(whole)), max_size=6)))
     streamed, at_once = streamed_and_whole(GLM, whole, cuts, TOOLS)
     assert streamed == at_once
-
-
-# A template that writes calls as GLM-4.5's does (its own wording, the same layout): the name after the opening tag,
-# then each key and value on their lines, strings as they are and everything else as JSON. Turns end with the policy
-# tokenizer's end of turn (SmolLM2's), which the scripted engine samples last.
-GLM_TEMPLATE = (
-    "{%- for m in messages -%}"
-    "{%- if m.role == 'system' -%}{{ '<|im_start|>system\\n' + m.content }}"
-    "{%- if tools -%}{%- for t in tools -%}{{ '\\n' + (t | tojson) }}{%- endfor -%}{%- endif -%}{{ '<|im_end|>\\n' }}"
-    "{%- elif m.role == 'assistant' -%}{{ '<|im_start|>assistant\\n' + (m.content or '') }}"
-    "{%- for c in m.tool_calls or [] -%}{%- set f = c.function -%}"
-    "{%- if m.content or not loop.first -%}{{ '\\n' }}{%- endif -%}"
-    "{{ '<tool_call>' + f.name + '\\n' }}"
-    "{%- for k, v in f.arguments | items -%}{{ '<arg_key>' + k + '</arg_key>\\n<arg_value>' }}"
-    "{%- if v is string -%}{{ v }}{%- else -%}{{ v | tojson }}{%- endif -%}{{ '</arg_value>\\n' }}{%- endfor -%}"
-    "{{ '</tool_call>' }}{%- endfor -%}{{ '<|im_end|>\\n' }}"
-    "{%- elif m.role == 'tool' -%}"
-    "{{ '<|im_start|>observation\\n<tool_response>\\n' + m.content + '\\n</tool_response><|im_end|>\\n' }}"
-    "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
 
 
 def test_under_a_glm_style_template_typed_calls_extend_cleanly_and_prompts_render_as_the_template(policy):

@@ -8,7 +8,7 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tool_syntax import under
+from tool_syntax import LLAMA_TEMPLATE, under
 
 from openforgerl.rollout.proxy.conversation import TextDelta, ToolCall, ToolCallDone
 from openforgerl.rollout.proxy.engine import ScriptTurn
@@ -87,20 +87,6 @@ def test_streaming_in_any_chunking_equals_parsing_the_whole_turn(pieces, data):
     streamed, at_once = streamed_and_whole(LLAMA, whole, cuts, TOOLS)
     assert streamed == at_once
     assert streamed[0] == whole or streamed[1]  # text is never changed, only read as calls
-
-
-# A template that writes calls as Llama 3.1's does (its own wording, the same layout): the call object as the whole
-# answer, its arguments as JSON under "parameters". Turns end with the policy tokenizer's end of turn (SmolLM2's).
-LLAMA_TEMPLATE = (
-    "{%- for m in messages -%}"
-    "{%- if m.role == 'assistant' and m.tool_calls -%}{{ '<|im_start|>assistant\\n' }}"
-    "{%- for c in m.tool_calls -%}{%- if not loop.first -%}{{ '; ' }}{%- endif -%}"
-    "{{ '{\"name\": \"' + c.function.name + '\", \"parameters\": ' + (c.function.arguments | tojson) + '}' }}"
-    "{%- endfor -%}{{ '<|im_end|>\\n' }}"
-    "{%- elif m.role == 'tool' -%}{{ '<|im_start|>ipython\\n' + m.content + '<|im_end|>\\n' }}"
-    "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
 
 
 def test_under_a_llama_style_template_calls_extend_cleanly_and_prompts_render_as_the_template(policy):

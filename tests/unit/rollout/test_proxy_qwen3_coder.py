@@ -8,7 +8,7 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tool_syntax import TYPE_OF, VALUES, under
+from tool_syntax import CODER_TEMPLATE, TYPE_OF, VALUES, under
 
 from openforgerl.rollout.proxy.conversation import ToolCall
 from openforgerl.rollout.proxy.engine import ScriptTurn
@@ -128,8 +128,6 @@ def test_a_forced_call_starts_with_the_named_function():
         ("edit", {"line": 2})]
 
 
-
-
 @settings(max_examples=200, deadline=None)
 @given(args=st.dictionaries(st.sampled_from(["path", "line", "content", "x_1"]), VALUES, max_size=4))
 def test_format_is_what_the_parser_reads_back_with_the_schema_of_the_values(args):
@@ -164,51 +162,29 @@ def calls_seen(proxy: InProcessProxy, calls: int) -> tuple[list, dict]:
             for m in messages if m["role"] == "assistant"], trajectory
 
 
-def test_through_the_proxy_a_harness_gets_typed_arguments_and_its_loop_stays_one_segment():
+def test_through_the_proxy_a_harness_gets_typed_arguments_and_its_loop_stays_one_segment(policy):
     """The proxy reads the model's answer with the call's tools, and reads it so again when the next call sends
     it back: the typed arguments match, and the rollout extends instead of forking at every call."""
     turns = [ScriptTurn(text="Looking.", tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3,
                                                                                     "force": True}}]),
              ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "line": 40, "force": False}}]),
              ScriptTurn(text="done")]
-    seen, trajectory = calls_seen(InProcessProxy(turns, tool_parser="qwen3_coder"), len(turns))
+    proxy = InProcessProxy(turns, tool_parser="qwen3_coder", template=under(policy, CODER_TEMPLATE))
+    seen, trajectory = calls_seen(proxy, len(turns))
     assert seen == [[("edit", {"path": "a.py", "line": 3, "force": True})],
                     [("edit", {"path": "b.py", "line": 40, "force": False})], []]
     assert trajectory["counts"]["fork"] == 0 and len(trajectory["segments"]) == 1
 
 
-def test_through_the_proxy_a_bare_call_reaches_the_harness_as_a_call_and_its_loop_stays_one_segment():
+def test_through_the_proxy_a_bare_call_reaches_the_harness_as_a_call_and_its_loop_stays_one_segment(policy):
     """The model skips the wrapper: the harness still gets the call, and when it sends it back the rollout extends
     the segment holding the tokens the model sampled (bare), not a re-render of them."""
     turns = [ScriptTurn(text="Looking.\n" + bare("edit", ("path", "a.py"), ("line", "3"))),
              ScriptTurn(text=bare("edit", ("force", "true"))), ScriptTurn(text="done")]
-    seen, trajectory = calls_seen(InProcessProxy(turns, tool_parser="qwen3_coder"), len(turns))
+    proxy = InProcessProxy(turns, tool_parser="qwen3_coder", template=under(policy, CODER_TEMPLATE))
+    seen, trajectory = calls_seen(proxy, len(turns))
     assert seen == [[("edit", {"path": "a.py", "line": 3})], [("edit", {"force": True})], []]
     assert trajectory["counts"]["fork"] == 0 and len(trajectory["segments"]) == 1
-
-
-# A template that writes calls as Qwen3-Coder's does (its own wording, the same layout): each parameter on its own
-# lines, strings as they are, objects and lists as JSON, other values through Jinja's ``string``.
-CODER_TEMPLATE = (
-    "{%- for m in messages -%}"
-    "{%- if m.role == 'system' -%}{{ '<|im_start|>system\\n' + m.content }}"
-    "{%- if tools -%}{{ '\\n\\n<tools>' }}{%- for t in tools -%}{{ '\\n' + (t | tojson) }}{%- endfor -%}"
-    "{{ '\\n</tools>' }}{%- endif -%}{{ '<|im_end|>\\n' }}"
-    "{%- elif m.role == 'assistant' -%}{{ '<|im_start|>assistant\\n' + (m.content or '') }}"
-    "{%- for c in m.tool_calls or [] -%}{%- set f = c.function -%}"
-    "{%- if m.content or not loop.first -%}{{ '\\n' }}{%- endif -%}"
-    "{{ '<tool_call>\\n<function=' + f.name + '>\\n' }}"
-    "{%- for k, v in f.arguments | items -%}{{ '<parameter=' + k + '>\\n' }}"
-    "{%- if v is mapping or (v is sequence and v is not string) -%}{{ v | tojson }}{%- else -%}{{ v | string }}"
-    "{%- endif -%}{{ '\\n</parameter>\\n' }}{%- endfor -%}{{ '</function>\\n</tool_call>' }}"
-    "{%- endfor -%}{{ '<|im_end|>\\n' }}"
-    "{%- elif m.role == 'tool' -%}"
-    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}{{ '<|im_start|>user\\n' }}{%- endif -%}"
-    "{{ '<tool_response>\\n' + m.content + '\\n</tool_response>\\n' }}"
-    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' -%}{{ '<|im_end|>\\n' }}{%- endif -%}"
-    "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
 
 
 def test_under_a_qwen3_coder_style_template_typed_calls_extend_cleanly_and_prompts_render_as_the_template(policy):

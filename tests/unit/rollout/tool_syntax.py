@@ -21,3 +21,62 @@ def under(policy: HFChatTemplate, chat_template: str) -> HFChatTemplate:
     tokenizer = copy.deepcopy(policy.tokenizer)
     tokenizer.chat_template = chat_template
     return HFChatTemplate(tokenizer)
+
+
+# A template that writes calls as Qwen3-Coder's does (its own wording, the same layout): each parameter on its own
+# lines, strings as they are, objects and lists as JSON, other values through Jinja's ``string``.
+CODER_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}{{ '<|im_start|>system\\n' + m.content }}"
+    "{%- if tools -%}{{ '\\n\\n<tools>' }}{%- for t in tools -%}{{ '\\n' + (t | tojson) }}{%- endfor -%}"
+    "{{ '\\n</tools>' }}{%- endif -%}{{ '<|im_end|>\\n' }}"
+    "{%- elif m.role == 'assistant' -%}{{ '<|im_start|>assistant\\n' + (m.content or '') }}"
+    "{%- for c in m.tool_calls or [] -%}{%- set f = c.function -%}"
+    "{%- if m.content or not loop.first -%}{{ '\\n' }}{%- endif -%}"
+    "{{ '<tool_call>\\n<function=' + f.name + '>\\n' }}"
+    "{%- for k, v in f.arguments | items -%}{{ '<parameter=' + k + '>\\n' }}"
+    "{%- if v is mapping or (v is sequence and v is not string) -%}{{ v | tojson }}{%- else -%}{{ v | string }}"
+    "{%- endif -%}{{ '\\n</parameter>\\n' }}{%- endfor -%}{{ '</function>\\n</tool_call>' }}"
+    "{%- endfor -%}{{ '<|im_end|>\\n' }}"
+    "{%- elif m.role == 'tool' -%}"
+    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}{{ '<|im_start|>user\\n' }}{%- endif -%}"
+    "{{ '<tool_response>\\n' + m.content + '\\n</tool_response>\\n' }}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' -%}{{ '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
+
+
+# A template that writes calls as GLM-4.5's does (its own wording, the same layout): the name after the opening tag,
+# then each key and value on their lines, strings as they are and everything else as JSON. Turns end with the policy
+# tokenizer's end of turn (SmolLM2's), which the scripted engine samples last.
+GLM_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}{{ '<|im_start|>system\\n' + m.content }}"
+    "{%- if tools -%}{%- for t in tools -%}{{ '\\n' + (t | tojson) }}{%- endfor -%}{%- endif -%}{{ '<|im_end|>\\n' }}"
+    "{%- elif m.role == 'assistant' -%}{{ '<|im_start|>assistant\\n' + (m.content or '') }}"
+    "{%- for c in m.tool_calls or [] -%}{%- set f = c.function -%}"
+    "{%- if m.content or not loop.first -%}{{ '\\n' }}{%- endif -%}"
+    "{{ '<tool_call>' + f.name + '\\n' }}"
+    "{%- for k, v in f.arguments | items -%}{{ '<arg_key>' + k + '</arg_key>\\n<arg_value>' }}"
+    "{%- if v is string -%}{{ v }}{%- else -%}{{ v | tojson }}{%- endif -%}{{ '</arg_value>\\n' }}{%- endfor -%}"
+    "{{ '</tool_call>' }}{%- endfor -%}{{ '<|im_end|>\\n' }}"
+    "{%- elif m.role == 'tool' -%}"
+    "{{ '<|im_start|>observation\\n<tool_response>\\n' + m.content + '\\n</tool_response><|im_end|>\\n' }}"
+    "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
+
+
+# A template that writes calls as Llama 3.1's does (its own wording, the same layout): the call object as the whole
+# answer, its arguments as JSON under "parameters". Turns end with the policy tokenizer's end of turn (SmolLM2's).
+LLAMA_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'assistant' and m.tool_calls -%}{{ '<|im_start|>assistant\\n' }}"
+    "{%- for c in m.tool_calls -%}{%- if not loop.first -%}{{ '; ' }}{%- endif -%}"
+    "{{ '{\"name\": \"' + c.function.name + '\", \"parameters\": ' + (c.function.arguments | tojson) + '}' }}"
+    "{%- endfor -%}{{ '<|im_end|>\\n' }}"
+    "{%- elif m.role == 'tool' -%}{{ '<|im_start|>ipython\\n' + m.content + '<|im_end|>\\n' }}"
+    "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
