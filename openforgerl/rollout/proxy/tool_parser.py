@@ -145,14 +145,16 @@ def _checked_name(template: ChatTemplate, name: str) -> str:
     text = written_call(template)
     if text is None:
         if name == AUTO:
-            log.warning("the chat template writes no tool calls in an answer, so the tool parser cannot be told from "
-                        "it: using hermes (set proxy.tool_parser to choose)")
+            log.warning("the chat template renders no tool call in an answer (or refuses to render the probe's), so "
+                        "the tool parser cannot be told from it: using hermes (set proxy.tool_parser to choose)")
             return "hermes"
         return name
     if name != AUTO and reads_probe(make_tool_parser(name), text):
         return name
     readers = [other for other in TOOL_PARSERS.names() if other != name and reads_probe(make_tool_parser(other), text)]
     if name == AUTO and readers:
+        log.info("tool calls: the %s parser reads them as the policy's chat template writes them (proxy.tool_parser "
+                 "auto)", readers[0])
         return readers[0]
     shown = text.strip()
     shown = repr(shown if len(shown) <= 160 else shown[:157] + "...")

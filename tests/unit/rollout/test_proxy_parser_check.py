@@ -100,7 +100,7 @@ def test_a_template_that_writes_no_calls_leaves_the_choice_to_the_config_and_say
     template = under(policy, CALLLESS_TEMPLATE)
     with caplog.at_level(logging.WARNING):
         assert parser_name(template) == "hermes"
-    assert "writes no tool calls in an answer" in caplog.text
+    assert "renders no tool call in an answer" in caplog.text
     assert parser_name(template, "glm45") == "glm45"  # nothing to check it against: taken as set
 
 
