@@ -120,48 +120,49 @@ def reads_probe(parser: ToolParser, text: str) -> bool:
         return False
 
 
-def tool_parser_for(template: ChatTemplate, name: str) -> ToolParser:
+def tool_parser_for(template: ChatTemplate, name: str, setting: str = "proxy.tool_parser") -> ToolParser:
     """The parser ``proxy.tool_parser`` names (``auto``: the first of ``TOOL_PARSERS`` that reads the template's
     calls), checked against the calls the policy's chat template writes: a parser that cannot read them would
     turn every call the policy makes into plain text, so a harness's tools would never run. A template that
     writes no calls in its answers cannot be checked (``auto`` then takes ``hermes``). Checked once per template
-    and name (a trainer builds a proxy per rollout)."""
+    and name (a trainer builds a proxy per rollout). ``setting``: where the user set ``name``, as errors and
+    warnings name it."""
     try:
         known = _checked.setdefault(template, {})
     except TypeError:  # a template that cannot be weakly referenced: checked every time
         known = {}
     if name not in known:
-        known[name] = _checked_name(template, name)
+        known[name] = _checked_name(template, name, setting)
     return make_tool_parser(known[name])
 
 
 _checked: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
-def _checked_name(template: ChatTemplate, name: str) -> str:
+def _checked_name(template: ChatTemplate, name: str, setting: str) -> str:
     if name != AUTO and name not in TOOL_PARSERS:
-        raise UserError(f"proxy.tool_parser: unknown tool parser {name!r}",
+        raise UserError(f"{setting}: unknown tool parser {name!r}",
                         fix="use one of: " + ", ".join([AUTO, *TOOL_PARSERS.names()]))
     text = written_call(template)
     if text is None:
         if name == AUTO:
             log.warning("the chat template renders no tool call in an answer (or refuses to render the probe's), so "
-                        "the tool parser cannot be told from it: using hermes (set proxy.tool_parser to choose)")
+                        "the tool parser cannot be told from it: using hermes (set %s to choose)", setting)
             return "hermes"
         return name
     if name != AUTO and reads_probe(make_tool_parser(name), text):
         return name
     readers = [other for other in TOOL_PARSERS.names() if other != name and reads_probe(make_tool_parser(other), text)]
     if name == AUTO and readers:
-        log.info("tool calls: the %s parser reads them as the policy's chat template writes them (proxy.tool_parser "
-                 "auto)", readers[0])
+        log.info("tool calls: the %s parser reads them as the policy's chat template writes them (%s auto)",
+                 readers[0], setting)
         return readers[0]
     shown = text.strip()
     shown = repr(shown if len(shown) <= 160 else shown[:157] + "...")
-    what = f"proxy.tool_parser {name!r}: " + ("no tool parser reads" if name == AUTO else "it does not read") + \
+    what = f"{setting} {name!r}: " + ("no tool parser reads" if name == AUTO else "it does not read") + \
         f" the tool calls the policy's chat template writes, {shown} (as decoded, special tokens left out)"
     if readers:
-        raise UserError(what, fix=f"set proxy.tool_parser to {readers[0]!r} (or {AUTO!r})")
+        raise UserError(what, fix=f"set {setting} to {readers[0]!r} (or {AUTO!r})")
     raise UserError(what, fix="serve a policy whose tool calls are text one of these parsers reads: "
                     + ", ".join(TOOL_PARSERS.names()) + " (syntaxes spelled with special tokens, such as Mistral's "
                     "[TOOL_CALLS], are not supported yet)")

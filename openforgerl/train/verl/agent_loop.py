@@ -40,6 +40,7 @@ from openforgerl.rollout.orchestrator import RolloutConfig, RolloutResult, final
 from openforgerl.rollout.proxy.engines.verl import CallStats, VerlEngine
 from openforgerl.rollout.proxy.server import settle_heap_once
 from openforgerl.rollout.proxy.template import ChatTemplate, HFChatTemplate, load_chat_template
+from openforgerl.rollout.proxy.tool_parser import tool_parser_for
 from openforgerl.rollout.proxy_handle import ProxyHandle, listen
 from openforgerl.rollout.run import prepare_run
 from openforgerl.rollout.runtime import NetworkMode, Reach, Runtime
@@ -52,6 +53,8 @@ AGENT_NAME = "forge_agent"
 LEAVES_GROUP = ("infra_error", "verifier_error", "cancelled")
 """Statuses that are not the policy's doing: such a rollout gives no rows and leaves its GRPO group."""
 DEFAULT_MAX_SANDBOXES = 8
+TOOL_PARSER_SETTING = f"the {AGENT_NAME} agent loop's tool_parser"
+"""How errors name ``ForgeLoopSettings.tool_parser``: the key of the agent-loop YAML entry."""
 
 
 class ForgeLoopSettings(BaseModel):
@@ -107,6 +110,7 @@ class ForgeAgentLoop(AgentLoopBase):
                                           run_dir=run_dir, tokenizer_dir=tokenizer_dir, tool_parser=tool_parser,
                                           settle_heap=settle_heap)
         self.runtime, self.harness, self._template = runtime, harness, template
+        self._parser_checked = False
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
 
@@ -118,6 +122,9 @@ class ForgeAgentLoop(AgentLoopBase):
                 _templates[key] = _load_template(self.settings.tokenizer_dir) if self.settings.tokenizer_dir \
                     else HFChatTemplate(self.tokenizer)
             self._template = _templates[key]
+        if not self._parser_checked:  # checked here, so that a refusal names this entry's key, not the proxy's
+            tool_parser_for(self._template, self.settings.tool_parser, setting=TOOL_PARSER_SETTING)
+            self._parser_checked = True
         return self._template
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:

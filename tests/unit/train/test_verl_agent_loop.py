@@ -25,7 +25,7 @@ from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
-from openforgerl.errors import SandboxError  # noqa: E402
+from openforgerl.errors import SandboxError, UserError  # noqa: E402
 from openforgerl.rollout.harness import AgentContext, Harness, Invocation  # noqa: E402
 from openforgerl.rollout.orchestrator import RolloutResult  # noqa: E402
 from openforgerl.rollout.proxy.conversation import Sampling  # noqa: E402
@@ -116,14 +116,14 @@ ANSWERS = [turn_ids(ScriptTurn(tool_calls=[{"name": "exec", "arguments": {"comma
 
 
 def make_loop(tmp_path: Path, server: FakeServerManager, scenario: Scenario, *, prompt_length: int = 4096,
-              response_length: int = 4096, settle_heap: bool = False) -> ForgeAgentLoop:
+              response_length: int = 4096, settle_heap: bool = False, **settings: Any) -> ForgeAgentLoop:
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": {
         "prompt_length": prompt_length, "response_length": response_length,
         "multi_turn": {"tool_config_path": None}}, "model": {"path": "dummy"}}, "data": {}})
     return ForgeAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=FakeTokenizer(),
                           processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
                           runtime=FakeRuntime(scenario), harness=ModelAgent(), template=TEMPLATE,
-                          run_dir=str(tmp_path / "runs"), max_sandboxes=2, settle_heap=settle_heap)
+                          run_dir=str(tmp_path / "runs"), max_sandboxes=2, settle_heap=settle_heap, **settings)
 
 
 def dataset_row(tmp_path: Path, uid: str = "u1", session_id: int = 0) -> dict[str, Any]:
@@ -262,6 +262,18 @@ def test_a_rollout_that_is_not_the_policy_s_doing_leaves_its_group(tmp_path: Pat
     [log] = list((tmp_path / "runs").rglob("rollouts.jsonl"))
     [line] = [json.loads(text) for text in log.read_text().splitlines()]
     assert line["status"] == status
+
+
+def test_a_tool_parser_that_cannot_read_the_policy_s_calls_is_refused_naming_the_agent_loop_s_key(tmp_path: Path):
+    # The policy's template (CharTemplate) writes Hermes calls; the YAML entry asks for Llama 3's JSON.
+    scenario = Scenario(agent=three_calls_two_conversations(), verifier=reward(1.0))
+    loop = make_loop(tmp_path, FakeServerManager(ANSWERS), scenario, tool_parser="llama3_json")
+    with pytest.raises(UserError) as refused:
+        run_loop(loop, dataset_row(tmp_path))
+    message = str(refused.value)
+    assert message.startswith("the forge_agent agent loop's tool_parser 'llama3_json': it does not read")
+    assert message.endswith("fix: set the forge_agent agent loop's tool_parser to 'hermes' (or 'auto')")
+    assert not (tmp_path / "runs").exists()  # refused before any sandbox or proxy started
 
 
 def test_segments_too_long_for_verl_are_cut_or_dropped_and_say_so():
