@@ -26,8 +26,10 @@ class ProxyConfig(BaseModel):
     """How the policy writes tool calls (see tool_parser.TOOL_PARSERS): ``auto`` (the parser that reads the calls
     the policy's chat template writes), ``hermes`` (JSON in ``<tool_call>``: Qwen2.5, Qwen3, SmolLM2's template
     here), ``qwen3_coder`` (XML-like parameters, typed by the call's tool schemas), ``glm45`` (GLM-4.5/4.6/4.7: the
-    name, then ``<arg_key>``/``<arg_value>`` pairs) or ``llama3_json`` (Llama 3.x: the answer is
-    ``{"name": ..., "parameters": ...}`` objects). At start the proxy checks the parser reads a call as the
+    name, then ``<arg_key>``/``<arg_value>`` pairs), ``llama3_json`` (Llama 3.x: the answer is
+    ``{"name": ..., "parameters": ...}`` objects), ``deepseek_v31`` or ``deepseek_v3`` (DeepSeek V3.1, V3-0324 /
+    R1-0528: a section of calls between DeepSeek's marker tokens, kept in the text it reads where they are special
+    tokens). At start the proxy checks the parser reads a call as the
     template writes it, and refuses one that does not (it would turn every call into plain text)."""
     unknown_model: Literal["serve", "reject"] = "serve"
     """A request naming another model: serve it with the policy anyway, or answer 404."""

@@ -25,7 +25,7 @@ import orjson
 
 from openforgerl.rollout.proxy.conversation import ContextTooLong
 from openforgerl.rollout.proxy.template import ChatTemplate
-from openforgerl.rollout.proxy.tool_parser import ToolParser
+from openforgerl.rollout.proxy.tool_parser import ToolParser, kept_markers
 from openforgerl.rollout.trajectory import CallKind, CallRecord, Trajectory, packed
 
 SLACK = 1.25
@@ -251,7 +251,8 @@ class Lineage:
         the next call's draft in a worker thread: either, or both, write the same string)."""
         reply = head.reply
         if reply is None:
-            content, calls = self.parser.parse(self.template.decode(head.answer_ids), self.tools)
+            answer = self.template.decode_keeping(head.answer_ids, kept_markers(self.template, self.parser))
+            content, calls = self.parser.parse(answer, self.tools)
             reply = head.reply = reply_key(content, [(c.name, c.arguments_object()) for c in calls])
         return reply
 

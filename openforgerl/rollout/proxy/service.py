@@ -42,7 +42,7 @@ from openforgerl.rollout.proxy.lineage import Head, Plan, check_fits
 from openforgerl.rollout.proxy.rollouts import Registry, Rollout
 from openforgerl.rollout.proxy.store import StorageError
 from openforgerl.rollout.proxy.template import ChatTemplate, IncrementalDecoder
-from openforgerl.rollout.proxy.tool_parser import ToolParser
+from openforgerl.rollout.proxy.tool_parser import ToolParser, kept_markers
 from openforgerl.rollout.trajectory import CallRecord
 
 log = get_logger(__name__)
@@ -160,6 +160,7 @@ class ProxyService:
                  max_inflight: int = 0, force_tool_calls: int = 0, max_tokens: int = 0,
                  max_context_tokens: int = 0, budget: Budget | None = None) -> None:
         self.template, self.parser, self.engine, self.registry = template, parser, engine, registry
+        self._kept = kept_markers(template, parser)  # the parser's markers, where they are special tokens
         self.force_tool_calls = force_tool_calls
         self.max_tokens = max_tokens
         self.budget = budget or Budget()
@@ -302,7 +303,7 @@ class ProxyService:
                         last: list[Event]) -> AsyncGenerator[list[Event], None]:
         """The call's events a batch per engine chunk; those of the engine's last chunk (and whatever the decoder
         and the tool-call parser still held) are put in ``last`` instead, for ``turn`` to send with ``Finish``."""
-        decoder = IncrementalDecoder(self.template)
+        decoder = IncrementalDecoder(self.template, self._kept)
         parser = self.parser.stream(request.tools) if request.tool_choice != "none" else None
 
         def parse(text: str, final: bool = False) -> list[Event]:

@@ -15,8 +15,9 @@ import logging
 import os
 import re
 import threading
+import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Sized
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sized
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -164,6 +165,28 @@ class ChatTemplate(ABC):
     def token_bytes(self) -> list[bytes] | None:
         """The bytes each id decodes to (special ids: none), when decoding is per-token; else None."""
         return None
+
+    def special_ids(self, texts: Iterable[str]) -> dict[int, str]:
+        """Those of ``texts`` that are each one special token (a token ``decode`` leaves out), by id: the markers of
+        a tool-call syntax spelled in special tokens, which the tool parser must see in a sampled answer."""
+        kept: dict[int, str] = {}
+        for text in texts:
+            ids = self.encode(text)
+            if len(ids) == 1 and not self.decode(ids) and self.decode(ids, False) == text:
+                kept[ids[0]] = text
+        return kept
+
+    def decode_keeping(self, ids: list[int], kept: Mapping[int, str]) -> str:
+        """``decode(ids)``, but the special tokens of ``kept`` (``special_ids``) written as their text."""
+        if not kept or not any(i in kept for i in ids):
+            return self.decode(ids)
+        parts, start = [], 0
+        for at, i in enumerate(ids):
+            if i in kept:
+                parts += [self.decode(ids[start:at]), kept[i]]
+                start = at + 1
+        parts.append(self.decode(ids[start:]))
+        return "".join(parts)
 
     def render_after(self, text: str, messages: list[dict[str, Any]], start: int,
                      tools: list[dict[str, Any]] | None) -> str | None:
@@ -653,15 +676,31 @@ class IncrementalDecoder:
     work per token); others decode a short sliding window, as vLLM's detokenizer does.
     """
 
-    def __init__(self, template: ChatTemplate) -> None:
+    def __init__(self, template: ChatTemplate, kept: Mapping[int, str] | None = None) -> None:
         self.template = template
         self.ids: list[int] = []
+        self._kept = kept or {}  # special ids written as their text (``ChatTemplate.special_ids``)
         self._table = template.token_bytes()
+        if self._table is not None and self._kept:
+            self._table = _table_keeping(template, self._table, self._kept)
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self._prefix = 0  # window start: ids before it are already emitted and stable
         self._read = 0  # ids up to here are emitted
 
     def push(self, ids: list[int]) -> str:
+        if self._table is None and self._kept and any(i in self._kept for i in ids):
+            parts, start = [], 0
+            for at, i in enumerate(ids):
+                if i in self._kept:  # what comes before it is out whole; the marker's text is its own
+                    parts += [self._push(ids[start:at]), self.flush(), self._kept[i]]
+                    self.ids.append(i)
+                    self._prefix = self._read = len(self.ids)
+                    start = at + 1
+            parts.append(self._push(ids[start:]))
+            return "".join(parts)
+        return self._push(ids)
+
+    def _push(self, ids: list[int]) -> str:
         self.ids.extend(ids)
         if self._table is not None:
             return self._utf8.decode(b"".join([self._table[i] for i in ids]))
@@ -680,6 +719,25 @@ class IncrementalDecoder:
         full_text = self.template.decode(self.ids[self._prefix:])
         self._prefix = self._read = len(self.ids)
         return full_text[len(prefix_text):]
+
+
+_kept_tables: weakref.WeakKeyDictionary[ChatTemplate, dict[frozenset[tuple[int, str]], list[bytes]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _table_keeping(template: ChatTemplate, table: list[bytes], kept: Mapping[int, str]) -> list[bytes]:
+    """``table`` with the ids of ``kept`` decoding to their text; made once per template and markers."""
+    key = frozenset(kept.items())
+    try:
+        tables = _kept_tables.setdefault(template, {})
+    except TypeError:  # a template that cannot be weakly referenced: made for each decoder
+        tables = {}
+    if key not in tables:
+        patched = list(table)
+        for i, text in kept.items():
+            patched[i] = text.encode()
+        tables[key] = patched
+    return tables[key]
 
 
 def load_chat_template(model: str, tokenizer_dir: str | None = None) -> ChatTemplate:

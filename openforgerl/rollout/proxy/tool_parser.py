@@ -28,6 +28,8 @@ TOOL_PARSERS: NameTable[type[ToolParser]] = NameTable("tool parser", {
     "qwen3_coder": "openforgerl.rollout.proxy.tool_parsers.qwen3_coder:Qwen3CoderToolParser",
     "glm45": "openforgerl.rollout.proxy.tool_parsers.glm45:Glm45ToolParser",
     "llama3_json": "openforgerl.rollout.proxy.tool_parsers.llama3_json:Llama3JsonToolParser",
+    "deepseek_v31": "openforgerl.rollout.proxy.tool_parsers.deepseek:DeepSeekV31ToolParser",
+    "deepseek_v3": "openforgerl.rollout.proxy.tool_parsers.deepseek:DeepSeekV3ToolParser",
 })
 
 
@@ -54,6 +56,10 @@ class ToolStream(ABC):
 class ToolParser(ABC):
     """A model family's tool-call syntax."""
 
+    markers: tuple[str, ...] = ()
+    """Texts of the syntax that a tokenizer may hold as special tokens (DeepSeek's ``<｜tool▁call▁begin｜>``): the
+    answer's text this parser reads keeps those (``kept_markers``), where every other special token is left out."""
+
     @abstractmethod
     def stream(self, tools: list[dict[str, Any]] | None = None) -> ToolStream:
         """A fresh incremental parser for a call offering ``tools`` (OpenAI's form: ``{"type": "function",
@@ -78,6 +84,23 @@ def make_tool_parser(name: str) -> ToolParser:
     return TOOL_PARSERS.load(name)()
 
 
+def kept_markers(template: ChatTemplate, parser: ToolParser) -> dict[int, str]:
+    """The special ids of ``parser``'s markers in ``template``'s vocabulary, by id, as the text of a sampled answer
+    keeps them for the parser (``ChatTemplate.decode_keeping``); empty for a syntax spelled in plain text."""
+    if not parser.markers:
+        return {}
+    try:
+        known = _markers.setdefault(template, {})
+    except TypeError:  # a template that cannot be weakly referenced: looked up every time
+        known = {}
+    if parser.markers not in known:
+        known[parser.markers] = template.special_ids(parser.markers)
+    return known[parser.markers]
+
+
+_markers: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], dict[int, str]]] = weakref.WeakKeyDictionary()
+
+
 AUTO = "auto"
 """``proxy.tool_parser = "auto"``: the parser that reads the calls the policy's chat template writes."""
 
@@ -88,10 +111,11 @@ PROBE_TOOLS = [{"type": "function", "function": {
 PROBE_ARGUMENTS = {"path": "notes/a b.txt", "count": 2}
 
 
-def written_call(template: ChatTemplate) -> str | None:
-    """The text the policy writes for one call to ``forge_probe``, as the proxy reads it off the engine: the
-    chat template's render of that call in an answer, through the tokenizer and back with the special tokens
-    left out (as a sampled answer is decoded). None when the template writes no calls in an answer."""
+def written_call(template: ChatTemplate, parser: ToolParser | None = None) -> str | None:
+    """The text the policy writes for one call to ``forge_probe``, as the proxy reads it off the engine for
+    ``parser``: the chat template's render of that call in an answer, through the tokenizer and back with the
+    special tokens left out but the parser's markers (as a sampled answer is decoded). None when the template
+    writes no calls in an answer."""
     ask = [{"role": "user", "content": "Call the probe."}]
     # nine letters and digits: Mistral's templates refuse any other call id (and so would tell nothing)
     call = ToolCall(id="forge0001", name="forge_probe", arguments=json.dumps(PROBE_ARGUMENTS))
@@ -108,7 +132,7 @@ def written_call(template: ChatTemplate) -> str | None:
         answer = answer[:answer.index(end)]
     if "forge_probe" not in answer:
         return None
-    return template.decode(template.encode(answer))
+    return template.decode_keeping(template.encode(answer), kept_markers(template, parser) if parser else {})
 
 
 def reads_probe(parser: ToolParser, text: str) -> bool:
@@ -118,6 +142,15 @@ def reads_probe(parser: ToolParser, text: str) -> bool:
         return len(calls) == 1 and calls[0].name == "forge_probe" and json.loads(calls[0].arguments) == PROBE_ARGUMENTS
     except Exception:  # a parser that chokes on another family's syntax does not read it
         return False
+
+
+def reads(template: ChatTemplate, parser: ToolParser, text: str) -> bool:
+    """Whether ``parser`` reads the probe call as ``template`` writes it (``text``: as decoded for parsers without
+    markers; a parser with markers reads its own decoding, which keeps them)."""
+    if parser.markers:
+        mine = written_call(template, parser)
+        return mine is not None and reads_probe(parser, mine)
+    return reads_probe(parser, text)
 
 
 def tool_parser_for(template: ChatTemplate, name: str, setting: str = "proxy.tool_parser") -> ToolParser:
@@ -143,16 +176,17 @@ def _checked_name(template: ChatTemplate, name: str, setting: str) -> str:
     if name != AUTO and name not in TOOL_PARSERS:
         raise UserError(f"{setting}: unknown tool parser {name!r}",
                         fix="use one of: " + ", ".join([AUTO, *TOOL_PARSERS.names()]))
-    text = written_call(template)
+    text = written_call(template)  # as every parser without markers reads it
     if text is None:
         if name == AUTO:
             log.warning("the chat template renders no tool call in an answer (or refuses to render the probe's), so "
                         "the tool parser cannot be told from it: using hermes (set %s to choose)", setting)
             return "hermes"
         return name
-    if name != AUTO and reads_probe(make_tool_parser(name), text):
+    if name != AUTO and reads(template, make_tool_parser(name), text):
         return name
-    readers = [other for other in TOOL_PARSERS.names() if other != name and reads_probe(make_tool_parser(other), text)]
+    readers = [other for other in TOOL_PARSERS.names()
+               if other != name and reads(template, make_tool_parser(other), text)]
     if name == AUTO and readers:
         log.info("tool calls: the %s parser reads them as the policy's chat template writes them (%s auto)",
                  readers[0], setting)
@@ -164,5 +198,5 @@ def _checked_name(template: ChatTemplate, name: str, setting: str) -> str:
     if readers:
         raise UserError(what, fix=f"set {setting} to {readers[0]!r} (or {AUTO!r})")
     raise UserError(what, fix="serve a policy whose tool calls are text one of these parsers reads: "
-                    + ", ".join(TOOL_PARSERS.names()) + " (syntaxes spelled with special tokens, such as Mistral's "
-                    "[TOOL_CALLS], are not supported yet)")
+                    + ", ".join(TOOL_PARSERS.names()) + " (of syntaxes spelled in special tokens, DeepSeek's are read; "
+                    "Mistral's [TOOL_CALLS], Kimi K2's and gpt-oss's are not supported yet)")

@@ -108,4 +108,5 @@ def test_an_unknown_parser_name_lists_the_known_ones(policy):
     with pytest.raises(UserError) as refused:
         tool_parser_for(policy, "mistral")
     assert str(refused.value) == ("proxy.tool_parser: unknown tool parser 'mistral'; "
-                                  "fix: use one of: auto, hermes, qwen3_coder, glm45, llama3_json")
+                                  "fix: use one of: auto, hermes, qwen3_coder, glm45, llama3_json, deepseek_v31, "
+                                  "deepseek_v3")

@@ -80,3 +80,29 @@ LLAMA_TEMPLATE = (
     "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
+
+
+# Templates that write calls as DeepSeek's do (their own wording, the same layouts): a section of calls between markers
+# that DeepSeek's tokenizer holds as tokens of their own, V3.1's name and JSON arguments, V3's name and fenced JSON.
+DEEPSEEK_V31_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'assistant' and m.tool_calls -%}"
+    "{{ '<|im_start|>assistant\\n' + (m.content or '') + '<｜tool▁calls▁begin｜>' }}"
+    "{%- for c in m.tool_calls -%}"
+    "{{ '<｜tool▁call▁begin｜>' + c.function.name + '<｜tool▁sep｜>' + (c.function.arguments | tojson) }}"
+    "{{ '<｜tool▁call▁end｜>' }}{%- endfor -%}{{ '<｜tool▁calls▁end｜><|im_end|>\\n' }}"
+    "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
+
+DEEPSEEK_V3_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'assistant' and m.tool_calls -%}"
+    "{{ '<|im_start|>assistant\\n' + (m.content or '') + '<｜tool▁calls▁begin｜>' }}"
+    "{%- for c in m.tool_calls -%}{%- if not loop.first -%}{{ '\\n' }}{%- endif -%}"
+    "{{ '<｜tool▁call▁begin｜>function<｜tool▁sep｜>' + c.function.name + '\\n```json\\n' }}"
+    "{{ (c.function.arguments | tojson) + '\\n```<｜tool▁call▁end｜>' }}"
+    "{%- endfor -%}{{ '<｜tool▁calls▁end｜><|im_end|>\\n' }}"
+    "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
