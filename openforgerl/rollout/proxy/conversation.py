@@ -154,6 +154,14 @@ def text_of(content: Any, where: str) -> str:
     return "\n".join(texts)  # as vLLM and our chat templates join text parts
 
 
+def with_id(message: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    """``message`` with ``key`` (a call's ``id``, a tool turn's ``tool_call_id``) when the request gave one: some
+    templates write call ids into the prompt (Mistral's: their last 9 characters), most leave them out."""
+    if isinstance(value, str) and value:
+        message[key] = value
+    return message
+
+
 def assistant_message(content: str, calls: list[ToolCall]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:

@@ -30,6 +30,7 @@ TOOL_PARSERS: NameTable[type[ToolParser]] = NameTable("tool parser", {
     "llama3_json": "openforgerl.rollout.proxy.tool_parsers.llama3_json:Llama3JsonToolParser",
     "deepseek_v31": "openforgerl.rollout.proxy.tool_parsers.deepseek:DeepSeekV31ToolParser",
     "deepseek_v3": "openforgerl.rollout.proxy.tool_parsers.deepseek:DeepSeekV3ToolParser",
+    "mistral": "openforgerl.rollout.proxy.tool_parsers.mistral:MistralToolParser",
 })
 
 
@@ -198,5 +199,5 @@ def _checked_name(template: ChatTemplate, name: str, setting: str) -> str:
     if readers:
         raise UserError(what, fix=f"set {setting} to {readers[0]!r} (or {AUTO!r})")
     raise UserError(what, fix="serve a policy whose tool calls are text one of these parsers reads: "
-                    + ", ".join(TOOL_PARSERS.names()) + " (of syntaxes spelled in special tokens, DeepSeek's are read; "
-                    "Mistral's [TOOL_CALLS], Kimi K2's and gpt-oss's are not supported yet)")
+                    + ", ".join(TOOL_PARSERS.names()) + " (of syntaxes spelled in special tokens, DeepSeek's and "
+                    "Mistral's are read; Kimi K2's and gpt-oss's are not supported yet)")

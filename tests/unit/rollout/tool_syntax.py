@@ -106,3 +106,19 @@ DEEPSEEK_V3_TEMPLATE = (
     "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
+
+
+# A template that writes calls as Mistral's do (its own wording, the same layout as vLLM's mistral3 template): after a
+# [TOOL_CALLS] marker (a special token of Mistral's tokenizers) the calls as one JSON list, each with the last 9
+# characters of its id, which a tool's answer names again.
+MISTRAL_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'assistant' and m.tool_calls -%}{{ '<|im_start|>assistant\\n[TOOL_CALLS] [' }}"
+    "{%- for c in m.tool_calls -%}{%- if not loop.first -%}{{ ', ' }}{%- endif -%}"
+    "{{ '{\"name\": ' + (c.function.name | tojson) + ', \"arguments\": ' + (c.function.arguments | tojson) }}"
+    "{{ ', \"id\": \"' + c.id[-9:] + '\"}' }}"
+    "{%- endfor -%}{{ ']<|im_end|>\\n' }}"
+    "{%- elif m.role == 'tool' -%}{{ '<|im_start|>tool\\n' + m.content + ' [' + m.tool_call_id[-9:] + ']<|im_end|>\\n' }}"
+    "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")

@@ -30,6 +30,7 @@ from openforgerl.rollout.proxy.conversation import (
     shown,
     stop_list,
     text_of,
+    with_id,
 )
 from openforgerl.rollout.proxy.dialect import Dialect, Reply, Turn, sse
 
@@ -55,8 +56,8 @@ def parse_tool_calls(raw: Any, where: str) -> list[dict[str, Any]]:
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise BadRequest(f"{where}.tool_calls[{j}] needs function.name")
-        calls.append({"type": "function", "function": {
-            "name": function["name"], "arguments": arguments_value(function.get("arguments"))}})
+        calls.append(with_id({"type": "function", "function": {
+            "name": function["name"], "arguments": arguments_value(function.get("arguments"))}}, "id", call.get("id")))
     return calls
 
 
@@ -76,7 +77,7 @@ def parse_message(message: Any, i: int) -> dict[str, Any]:
             out["tool_calls"] = parse_tool_calls(calls, where)
         return out
     if role in ("tool", "function"):
-        return {"role": "tool", "content": content}
+        return with_id({"role": "tool", "content": content}, "tool_call_id", message.get("tool_call_id"))
     raise BadRequest(f"{where}.role {shown(role)} is not one of system, developer, user, assistant, tool")
 
 

@@ -29,6 +29,7 @@ from openforgerl.rollout.proxy.conversation import (
     shown,
     stop_list,
     text_of,
+    with_id,
 )
 from openforgerl.rollout.proxy.dialect import Dialect, Reply, Turn, sse
 
@@ -55,8 +56,9 @@ def parse_assistant(blocks: list[dict[str, Any]], where: str) -> dict[str, Any]:
             texts.append(text_of([block], where))
         elif kind == "tool_use":
             expect(isinstance(block.get("name"), str), f"{where}.content[{j}] tool_use needs a name")
-            calls.append({"type": "function", "function": {"name": block["name"],
-                                                           "arguments": block.get("input") or {}}})
+            calls.append(with_id({"type": "function", "function": {"name": block["name"],
+                                                                   "arguments": block.get("input") or {}}},
+                                 "id", block.get("id")))
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
     if calls:
         message["tool_calls"] = calls
@@ -70,9 +72,9 @@ def parse_user(blocks: list[dict[str, Any]], where: str, role: str) -> list[dict
         kind = block.get("type")
         if kind == "tool_result":
             content = block.get("content")
-            out.append({"role": "tool", "content": text_of(
+            out.append(with_id({"role": "tool", "content": text_of(
                 content if not isinstance(content, list) else [b for b in content if isinstance(b, dict)],
-                f"{where}.content[{j}]")})
+                f"{where}.content[{j}]")}, "tool_call_id", block.get("tool_use_id")))
         elif kind == "text":
             texts.append(text_of([block], where))
     if texts or not out:

@@ -29,6 +29,7 @@ from openforgerl.rollout.proxy.conversation import (
     positive_int,
     shown,
     text_of,
+    with_id,
 )
 from openforgerl.rollout.proxy.dialect import Dialect, Reply, Turn, sse
 from openforgerl.rollout.proxy.dialects.chat import arguments_value
@@ -49,8 +50,9 @@ def call_item_id(call: ToolCall) -> str:
 
 def add_call(messages: list[dict[str, Any]], item: dict[str, Any], where: str) -> None:
     expect(isinstance(item.get("name"), str), f"{where}: function_call needs a name")
-    call = {"type": "function", "function": {"name": item["name"],
-                                             "arguments": arguments_value(item.get("arguments"))}}
+    call = with_id({"type": "function", "function": {"name": item["name"],
+                                                     "arguments": arguments_value(item.get("arguments"))}},
+                   "id", item.get("call_id"))
     last = messages[-1] if messages else None
     if last is not None and last["role"] == "assistant" and last.get("_open"):
         last.setdefault("tool_calls", []).append(call)
@@ -74,8 +76,8 @@ def parse_item(messages: list[dict[str, Any]], item: Any, i: int) -> None:
         add_call(messages, item, where)
     elif kind == "function_call_output":
         output = item.get("output")
-        messages.append({"role": "tool", "content": output if isinstance(output, str)
-                         else text_of(output, f"{where}.output")})
+        messages.append(with_id({"role": "tool", "content": output if isinstance(output, str)
+                                 else text_of(output, f"{where}.output")}, "tool_call_id", item.get("call_id")))
     else:
         return  # reasoning, web_search_call, item_reference, ...: nothing the template renders
     for message in messages[:-1]:
