@@ -29,8 +29,9 @@ class ProxyConfig(BaseModel):
     name, then ``<arg_key>``/``<arg_value>`` pairs), ``llama3_json`` (Llama 3.x: the answer is
     ``{"name": ..., "parameters": ...}`` objects), ``deepseek_v31`` or ``deepseek_v3`` (DeepSeek V3.1, V3-0324 /
     R1-0528: a section of calls between DeepSeek's marker tokens, kept in the text it reads where they are special
-    tokens) or ``mistral`` (after ``[TOOL_CALLS]``: a JSON list of calls, or ``NAME[ARGS]{...}``). At start the proxy checks the parser reads a call as the
-    template writes it, and refuses one that does not (it would turn every call into plain text)."""
+    tokens), ``mistral`` (after ``[TOOL_CALLS]``: a JSON list of calls, or ``NAME[ARGS]{...}``) or ``kimi_k2``
+    (Kimi K2: a section of calls, each id ``functions.NAME:N``). At start the proxy checks the parser reads a call
+    as the template writes it, and refuses one that does not (it would turn every call into plain text)."""
     unknown_model: Literal["serve", "reject"] = "serve"
     """A request naming another model: serve it with the policy anyway, or answer 404."""
     data_dir: Path = Field(default_factory=lambda: data_dir() / "proxy")

@@ -31,11 +31,13 @@ TOOL_PARSERS: NameTable[type[ToolParser]] = NameTable("tool parser", {
     "deepseek_v31": "openforgerl.rollout.proxy.tool_parsers.deepseek:DeepSeekV31ToolParser",
     "deepseek_v3": "openforgerl.rollout.proxy.tool_parsers.deepseek:DeepSeekV3ToolParser",
     "mistral": "openforgerl.rollout.proxy.tool_parsers.mistral:MistralToolParser",
+    "kimi_k2": "openforgerl.rollout.proxy.tool_parsers.kimi_k2:KimiK2ToolParser",
 })
 
 
 CALL_ID_PREFIX = "call_"
-"""Every tool call id the proxy makes starts with it; dialects derive their own item ids from the rest."""
+"""Every tool call id the proxy makes starts with it (but those of a syntax whose ids the model writes and its
+template writes back: Kimi K2's); dialects derive their own item ids from the rest."""
 
 
 def new_call_id() -> str:
@@ -110,6 +112,9 @@ PROBE_TOOLS = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "count": {"type": "integer"}},
                    "required": ["path"]}}}]
 PROBE_ARGUMENTS = {"path": "notes/a b.txt", "count": 2}
+PROBE_IDS = ("forge0001", "functions.forge_probe:0")
+"""The probe call's ids, tried in turn until the template writes the call's name: nine letters and digits first
+(Mistral's templates refuse any other), then Kimi K2's form (its template writes the id in place of the name)."""
 
 
 def written_call(template: ChatTemplate, parser: ToolParser | None = None) -> str | None:
@@ -118,20 +123,23 @@ def written_call(template: ChatTemplate, parser: ToolParser | None = None) -> st
     special tokens left out but the parser's markers (as a sampled answer is decoded). None when the template
     writes no calls in an answer."""
     ask = [{"role": "user", "content": "Call the probe."}]
-    # nine letters and digits: Mistral's templates refuse any other call id (and so would tell nothing)
-    call = ToolCall(id="forge0001", name="forge_probe", arguments=json.dumps(PROBE_ARGUMENTS))
-    try:
-        prompt = template.render(ask, PROBE_TOOLS, True)
-        full = template.render([*ask, assistant_message("", [call])], PROBE_TOOLS, False)
-    except Exception as exc:  # a template that refuses the probe (raise_exception) tells nothing about its syntax
-        log.debug("the chat template does not render a probe call: %s", exc)
-        return None
-    at = next((i for i, (a, b) in enumerate(zip(prompt, full, strict=False)) if a != b), min(len(prompt), len(full)))
-    answer = full[at:]
-    end = template.end_of_turn
-    if end and end in answer:
-        answer = answer[:answer.index(end)]
-    if "forge_probe" not in answer:
+    for call_id in PROBE_IDS:
+        call = ToolCall(id=call_id, name="forge_probe", arguments=json.dumps(PROBE_ARGUMENTS))
+        try:
+            prompt = template.render(ask, PROBE_TOOLS, True)
+            full = template.render([*ask, assistant_message("", [call])], PROBE_TOOLS, False)
+        except Exception as exc:  # a template that refuses the probe (raise_exception) tells nothing about its syntax
+            log.debug("the chat template does not render a probe call with id %s: %s", call_id, exc)
+            continue
+        at = next((i for i, (a, b) in enumerate(zip(prompt, full, strict=False)) if a != b),
+                  min(len(prompt), len(full)))
+        answer = full[at:]
+        end = template.end_of_turn
+        if end and end in answer:
+            answer = answer[:answer.index(end)]
+        if "forge_probe" in answer:
+            break
+    else:
         return None
     return template.decode_keeping(template.encode(answer), kept_markers(template, parser) if parser else {})
 
@@ -199,5 +207,5 @@ def _checked_name(template: ChatTemplate, name: str, setting: str) -> str:
     if readers:
         raise UserError(what, fix=f"set {setting} to {readers[0]!r} (or {AUTO!r})")
     raise UserError(what, fix="serve a policy whose tool calls are text one of these parsers reads: "
-                    + ", ".join(TOOL_PARSERS.names()) + " (of syntaxes spelled in special tokens, DeepSeek's and "
-                    "Mistral's are read; Kimi K2's and gpt-oss's are not supported yet)")
+                    + ", ".join(TOOL_PARSERS.names()) + " (of syntaxes spelled in special tokens, DeepSeek's, "
+                    "Mistral's and Kimi K2's are read; gpt-oss's Harmony is not supported yet)")

@@ -22,17 +22,16 @@ from openforgerl.testing.proxy import InProcessProxy, tool_loop
 TOOLS = [{"type": "function", "function": {"name": "edit", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}, "line": {"type": "integer"}}}}}]
 
-# Kimi K2's layout (its own wording): a section of calls between markers that the tokenizer holds as special tokens,
-# each call's id (``functions.NAME:N``) naming its function; no parser reads it yet.
-KIMI_MARKERS = ["<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
-                "<|tool_call_argument_begin|>", "<|tool_call_end|>"]
+# gpt-oss's Harmony layout (its own wording): each call on a channel addressed to the function, in markers that the
+# tokenizer holds as special tokens; no parser reads it yet.
+HARMONY_MARKERS = ["<|channel|>", "<|constrain|>", "<|message|>", "<|call|>"]
 MARKED_TEMPLATE = (
     "{%- for m in messages -%}"
-    "{%- if m.role == 'assistant' and m.tool_calls -%}{{ '<|im_start|>assistant\\n<|tool_calls_section_begin|>' }}"
+    "{%- if m.role == 'assistant' and m.tool_calls -%}{{ '<|im_start|>assistant\\n' }}"
     "{%- for c in m.tool_calls -%}"
-    "{{ '<|tool_call_begin|>functions.' + c.function.name + ':' + loop.index0 | string }}"
-    "{{ '<|tool_call_argument_begin|>' + (c.function.arguments | tojson) + '<|tool_call_end|>' }}"
-    "{%- endfor -%}{{ '<|tool_calls_section_end|><|im_end|>\\n' }}"
+    "{{ '<|channel|>commentary to=functions.' + c.function.name + ' <|constrain|>json<|message|>' }}"
+    "{{ (c.function.arguments | tojson) + '<|call|>' }}"
+    "{%- endfor -%}{{ '<|im_end|>\\n' }}"
     "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
@@ -83,20 +82,20 @@ def test_a_parser_that_cannot_read_the_templates_calls_is_refused_in_one_line_na
 
 def test_a_syntax_spelled_in_special_tokens_is_refused_as_not_supported_instead_of_losing_every_call(policy):
     tokenizer = copy.deepcopy(policy.tokenizer)
-    tokenizer.add_special_tokens({"additional_special_tokens": KIMI_MARKERS})
+    tokenizer.add_special_tokens({"additional_special_tokens": HARMONY_MARKERS})
     tokenizer.chat_template = MARKED_TEMPLATE
     template = HFChatTemplate(tokenizer)
-    for name in ("auto", "hermes", "llama3_json", "deepseek_v31", "mistral"):
+    for name in ("auto", "hermes", "llama3_json", "deepseek_v31", "mistral", "kimi_k2"):
         with pytest.raises(UserError) as refused:
             tool_parser_for(template, name)
         message = str(refused.value)
-        assert 'functions.forge_probe:0{"path": "notes/a b.txt"' in message
-        assert "<|tool_call" not in message.split("fix:")[0]  # the special tokens decoding leaves out
+        assert 'commentary to=functions.forge_probe json{"path": "notes/a b.txt"' in message
+        assert "<|channel|>" not in message.split("fix:")[0]  # the special tokens decoding leaves out
         assert "not supported yet" in message
     # The same layout with the markers as plain text is not refused for being special: no parser reads it either.
     plain = copy.deepcopy(policy.tokenizer)
     plain.chat_template = MARKED_TEMPLATE
-    with pytest.raises(UserError, match=r"'<\|tool_calls_section_begin\|><\|tool_call_begin\|>functions"):
+    with pytest.raises(UserError, match=r"'<\|channel\|>commentary to=functions\.forge_probe <\|constrain\|>"):
         tool_parser_for(HFChatTemplate(plain), "auto")
 
 
@@ -110,7 +109,7 @@ def test_a_template_that_writes_no_calls_leaves_the_choice_to_the_config_and_say
 
 def test_an_unknown_parser_name_lists_the_known_ones(policy):
     with pytest.raises(UserError) as refused:
-        tool_parser_for(policy, "kimi_k2")
-    assert str(refused.value) == ("proxy.tool_parser: unknown tool parser 'kimi_k2'; "
+        tool_parser_for(policy, "harmony")
+    assert str(refused.value) == ("proxy.tool_parser: unknown tool parser 'harmony'; "
                                   "fix: use one of: auto, hermes, qwen3_coder, glm45, llama3_json, deepseek_v31, "
-                                  "deepseek_v3, mistral")
+                                  "deepseek_v3, mistral, kimi_k2")

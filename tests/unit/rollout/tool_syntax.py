@@ -122,3 +122,20 @@ MISTRAL_TEMPLATE = (
     "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
+
+
+# A template that writes calls as Kimi K2's does (its own wording, the same layout): a section of calls between markers
+# (special tokens of Kimi's tokenizer), each call's id (``functions.NAME:N``) before its arguments; a tool's answer
+# names the id it is for.
+KIMI_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'assistant' and m.tool_calls -%}"
+    "{{ '<|im_start|>assistant\\n' + (m.content or '') + '<|tool_calls_section_begin|>' }}"
+    "{%- for c in m.tool_calls -%}"
+    "{{ '<|tool_call_begin|>' + c.id + '<|tool_call_argument_begin|>' + (c.function.arguments | tojson) }}"
+    "{{ '<|tool_call_end|>' }}{%- endfor -%}{{ '<|tool_calls_section_end|><|im_end|>\\n' }}"
+    "{%- elif m.role == 'tool' -%}{{ '<|im_start|>tool\\n## Return of ' + m.tool_call_id + '\\n' + m.content }}"
+    "{{ '<|im_end|>\\n' }}"
+    "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")

@@ -64,19 +64,22 @@ def read_v3(inner: str) -> ToolCall | None:
     return _call(name, fenced[len(FENCE_OPEN):-len(FENCE_CLOSE)])
 
 
-def read_section(body: str, read: Callable[[str], ToolCall | None]) -> list[ToolCall] | None:
-    """The calls a section's ``body`` (between its markers) is made of; None unless it is whole calls only."""
+def read_section(body: str, read: Callable[[str], ToolCall | None],
+                 call: tuple[str, str] = (CALL_BEGIN, CALL_END)) -> list[ToolCall] | None:
+    """The calls a section's ``body`` (between its markers) is made of, each between the markers ``call``; None
+    unless it is whole calls only."""
+    begin, close = call
     calls: list[ToolCall] = []
     rest = body.strip()
     while rest:
-        end = rest.find(CALL_END)
-        if not rest.startswith(CALL_BEGIN) or end < 0:
+        end = rest.find(close)
+        if not rest.startswith(begin) or end < 0:
             return None
-        call = read(rest[len(CALL_BEGIN):end])
-        if call is None:
+        made = read(rest[len(begin):end])
+        if made is None:
             return None
-        calls.append(call)
-        rest = rest[end + len(CALL_END):].strip()
+        calls.append(made)
+        rest = rest[end + len(close):].strip()
     return calls or None
 
 
@@ -86,14 +89,19 @@ def _section(calls: str) -> str:
 
 
 class SectionStream(HermesStream):
-    """Text, then sections of calls (``read`` reads each call between its markers)."""
+    """Text, then sections of calls between the markers ``section``, each call between the markers ``call``
+    (``read`` reads what is between those)."""
 
-    def __init__(self, read: Callable[[str], ToolCall | None]) -> None:
-        super().__init__(blocks=(Block(CALLS_BEGIN, CALLS_END),))
-        self._read = read
+    def __init__(self, read: Callable[[str], ToolCall | None], section: tuple[str, str] = (CALLS_BEGIN, CALLS_END),
+                 call: tuple[str, str] = (CALL_BEGIN, CALL_END)) -> None:
+        super().__init__(blocks=(Block(*section),))
+        self._read, self._call_markers = read, call
+
+    def _section(self, body: str) -> list[ToolCall] | None:
+        return read_section(body, self._read, self._call_markers)
 
     def _call(self, block: Block, body: str) -> list[Event]:
-        calls = read_section(body, self._read)
+        calls = self._section(body)
         if calls is None:
             return self._text(block.open + body + block.close)
         self._started, self._pending_space = True, ""
@@ -102,10 +110,11 @@ class SectionStream(HermesStream):
     def finish(self) -> list[Event]:
         if self._in_call is None:
             return super().finish()
-        rest, self._buffer, self._in_call = self._buffer, "", None  # cut off before the section's end
-        calls = read_section(rest, self._read)
+        rest, self._buffer, block = self._buffer, "", self._in_call  # cut off before the section's end
+        self._in_call = None
+        calls = self._section(rest)
         if calls is None:
-            return self._text(CALLS_BEGIN + rest)
+            return self._text(block.open + rest)
         self._pending_space = ""
         return [ToolCallDone(call) for call in calls]
 
