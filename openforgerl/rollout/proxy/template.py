@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import functools
+import json
 import logging
 import os
 import re
@@ -284,6 +285,8 @@ class HFChatTemplate(ChatTemplate):
         """Whether runs render through their shapes (checked per template on ``slots.sample_runs``)."""
         self._anchor_text = self._generation_prompt = ""
         self._direct_decode: bool | None = None
+        self._text_arguments: bool | None = None
+        """Whether calls' arguments render as JSON text (``_check_text_arguments``), not as objects."""
         self._fast_encode: bool | None = None
         self._tiktoken: Any = None
         """(tiktoken's BPE, a pattern of the characters it cannot take) when it gives the tokenizer's ids
@@ -341,8 +344,30 @@ class HFChatTemplate(ChatTemplate):
 
     def full_render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                     add_generation_prompt: bool) -> str:
+        if self._text_arguments is None:  # racing threads compute the same answer
+            self._text_arguments = self._check_text_arguments()
+        if self._text_arguments:
+            messages = arguments_as_text(messages)
         return self.tokenizer.apply_chat_template(
             messages, tools=tools or None, add_generation_prompt=add_generation_prompt, tokenize=False)
+
+    def _check_text_arguments(self) -> bool:
+        """Whether the template takes a call's arguments only as JSON text: it fails on an object (transformers'
+        convention, which the proxy follows) and renders the text, as a template that concatenates them does
+        (DeepSeek V3.1's own: ``... + tool['function']['arguments'] + ...``)."""
+        call = {"id": "forge0001", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
+        sample: list[dict[str, Any]] = [{"role": "user", "content": "hi"},
+                                        {"role": "assistant", "content": "", "tool_calls": [call]}]
+        try:
+            self.tokenizer.apply_chat_template(sample, tokenize=False)
+            return False
+        except Exception:  # noqa: BLE001  (any failure: does the text form render?)
+            try:
+                self.tokenizer.apply_chat_template(arguments_as_text(sample), tokenize=False)
+            except Exception:  # noqa: BLE001  (it fails either way: not about arguments)
+                return False
+        log.info("the chat template takes tool-call arguments as JSON text, not objects: rendering them so")
+        return True
 
     def _by_message(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gen: bool) -> str:
         """The template's text assembled from cached texts: the system turn (with the tools) rendered alone,
@@ -719,6 +744,21 @@ class IncrementalDecoder:
         full_text = self.template.decode(self.ids[self._prefix:])
         self._prefix = self._read = len(self.ids)
         return full_text[len(prefix_text):]
+
+
+def arguments_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every call's arguments as JSON text (copies of the messages that change)."""
+    out = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if calls and any(not isinstance(c.get("function", {}).get("arguments"), str) for c in calls):
+            message = {**message, "tool_calls": [
+                c if isinstance(c.get("function", {}).get("arguments"), str) else
+                {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"],
+                                                                            ensure_ascii=False)}}
+                for c in calls]}
+        out.append(message)
+    return out
 
 
 _kept_tables: weakref.WeakKeyDictionary[ChatTemplate, dict[frozenset[tuple[int, str]], list[bytes]]] = \

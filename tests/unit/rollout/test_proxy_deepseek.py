@@ -145,3 +145,19 @@ def test_a_malformed_section_reaches_the_harness_as_the_text_the_model_wrote(pol
     events = V31.stream(TOOLS).feed("ok " + v31(("edit", "{oops")) + " more") + V31.stream(TOOLS).finish()
     assert [e for e in events if isinstance(e, ToolCallDone)] == []
     assert "".join(e.text for e in events if isinstance(e, TextDelta)).startswith("ok " + CALLS_BEGIN)
+
+
+def test_a_template_that_takes_arguments_only_as_text_gets_them_so(policy):
+    """DeepSeek V3.1's own template concatenates each call's arguments (``... + arguments + ...``): given an object,
+    as transformers' convention and the proxy pass them, it fails, and every call with a tool call in its history
+    was refused. The template is found to take text, and is given the arguments' JSON."""
+    concatenating = DEEPSEEK_V31_TEMPLATE.replace("(c.function.arguments | tojson)", "c.function.arguments")
+    assert concatenating != DEEPSEEK_V31_TEMPLATE
+    template = marked(policy, concatenating)
+    assert type(tool_parser_for(template, "auto")) is type(V31)
+    turns = [ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3}}]),
+             ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "line": 1}}]), ScriptTurn(text="ok")]
+    proxy = InProcessProxy(turns, template=template)
+    messages, trajectory = tool_loop(proxy, TOOLS, len(turns))
+    assert [m.get("content") for m in messages if m["role"] == "assistant"][-1] == "ok"
+    assert trajectory["counts"]["clean"] == 3 and len(trajectory["segments"]) == 1
