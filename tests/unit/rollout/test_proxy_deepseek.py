@@ -5,36 +5,22 @@ keeps a parser's markers in the text it reads: without that every call the polic
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tool_syntax import DEEPSEEK_V3_TEMPLATE, DEEPSEEK_V31_TEMPLATE
+from tool_syntax import DEEPSEEK_V3_TEMPLATE, DEEPSEEK_V31_TEMPLATE, LOOP_CALLS, calls_of, harness_loop, under
 
 from openforgerl.rollout.proxy.conversation import TextDelta, ToolCall, ToolCallDone
-from openforgerl.rollout.proxy.engine import ScriptTurn
-from openforgerl.rollout.proxy.template import HFChatTemplate, IncrementalDecoder
+from openforgerl.rollout.proxy.template import IncrementalDecoder
 from openforgerl.rollout.proxy.tool_parser import kept_markers, make_tool_parser, tool_parser_for, written_call
 from openforgerl.rollout.proxy.tool_parsers.deepseek import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, MARKERS, SEP
-from openforgerl.testing.proxy import InProcessProxy, streamed_and_whole, tool_loop
+from openforgerl.testing.proxy import streamed_and_whole
 
 V31, V3 = make_tool_parser("deepseek_v31"), make_tool_parser("deepseek_v3")
 TOOLS = [{"type": "function", "function": {"name": "edit", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}, "line": {"type": "integer"}}}}}]
-
-
-def marked(policy: HFChatTemplate, chat_template: str, special: bool = True) -> HFChatTemplate:
-    """The policy's tokenizer with DeepSeek's markers as tokens of their own (special: left out by decoding) and
-    ``chat_template``."""
-    tokenizer = copy.deepcopy(policy.tokenizer)
-    if special:
-        tokenizer.add_special_tokens({"additional_special_tokens": list(MARKERS)})
-    else:
-        tokenizer.add_tokens(list(MARKERS))
-    tokenizer.chat_template = chat_template
-    return HFChatTemplate(tokenizer)
 
 
 def calls(parser, text: str) -> list[tuple[str, dict]]:
@@ -101,34 +87,25 @@ def test_streaming_in_any_chunking_equals_parsing_the_whole_turn(pieces, data):
 @pytest.mark.parametrize("special", [True, False], ids=["special-markers", "plain-added-markers"])
 def test_auto_takes_the_deepseek_parser_of_the_template_s_version(policy, special):
     for chat_template, name in [(DEEPSEEK_V31_TEMPLATE, "deepseek_v31"), (DEEPSEEK_V3_TEMPLATE, "deepseek_v3")]:
-        template = marked(policy, chat_template, special)
+        template = under(policy, chat_template, MARKERS, special)
         assert type(tool_parser_for(template, "auto")) is type(make_tool_parser(name))
-    template = marked(policy, DEEPSEEK_V31_TEMPLATE, special)
+    template = under(policy, DEEPSEEK_V31_TEMPLATE, MARKERS, special)
     # what decoding gives without the parser's markers: with special markers the call is unreadable text
     assert (CALLS_BEGIN in (written_call(template) or "")) is not special
     assert bool(kept_markers(template, V31)) is special
 
 
 def test_under_deepseek_s_template_the_harness_gets_the_calls_and_every_call_extends_cleanly(policy):
-    template = marked(policy, DEEPSEEK_V31_TEMPLATE)
-    turns = [ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3}}]),
-             ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "line": 1}},
-                                    {"name": "edit", "arguments": {"path": "c.py", "line": 2}}]),
-             ScriptTurn(text="done")]
-    proxy = InProcessProxy(turns, template=template)  # proxy.tool_parser left at auto
-
-    messages, trajectory = tool_loop(proxy, TOOLS, len(turns))
-    answers = [m for m in messages if m["role"] == "assistant"]
-    assert [[json.loads(c["function"]["arguments"]) for c in a.get("tool_calls") or []] for a in answers] == [
-        [{"path": "a.py", "line": 3}], [{"path": "b.py", "line": 1}, {"path": "c.py", "line": 2}], []]
-    assert answers[-1]["content"] == "done"
-    assert "tool▁" not in json.dumps(messages, ensure_ascii=False) and "forge_probe" not in json.dumps(messages)
+    answers, trajectory = harness_loop(under(policy, DEEPSEEK_V31_TEMPLATE, MARKERS), TOOLS)
+    assert [calls_of(a) for a in answers] == LOOP_CALLS and answers[-1]["content"] == "done"
+    text = json.dumps(answers, ensure_ascii=False)
+    assert "tool▁" not in text and "forge_probe" not in text  # no marker reached the harness
     assert trajectory["counts"]["clean"] == 3 and len(trajectory["segments"]) == 1  # sent back, they render as sampled
 
 
 @pytest.mark.parametrize("per_token", [True, False], ids=["byte-table", "window"])
 def test_the_stream_decoder_keeps_the_markers_wherever_the_ids_are_cut(policy, per_token):
-    template = marked(policy, DEEPSEEK_V31_TEMPLATE)
+    template = under(policy, DEEPSEEK_V31_TEMPLATE, MARKERS)
     if not per_token:  # a tokenizer that is not byte-level: decoded over a sliding window
         template.token_bytes = lambda: None  # type: ignore[method-assign]
     kept = kept_markers(template, V31)
@@ -153,11 +130,8 @@ def test_a_template_that_takes_arguments_only_as_text_gets_them_so(policy):
     was refused. The template is found to take text, and is given the arguments' JSON."""
     concatenating = DEEPSEEK_V31_TEMPLATE.replace("(c.function.arguments | tojson)", "c.function.arguments")
     assert concatenating != DEEPSEEK_V31_TEMPLATE
-    template = marked(policy, concatenating)
+    template = under(policy, concatenating, MARKERS)
     assert type(tool_parser_for(template, "auto")) is type(V31)
-    turns = [ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3}}]),
-             ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "line": 1}}]), ScriptTurn(text="ok")]
-    proxy = InProcessProxy(turns, template=template)
-    messages, trajectory = tool_loop(proxy, TOOLS, len(turns))
-    assert [m.get("content") for m in messages if m["role"] == "assistant"][-1] == "ok"
+    answers, trajectory = harness_loop(template, TOOLS)
+    assert [calls_of(a) for a in answers] == LOOP_CALLS
     assert trajectory["counts"]["clean"] == 3 and len(trajectory["segments"]) == 1

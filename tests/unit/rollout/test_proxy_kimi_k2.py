@@ -5,16 +5,13 @@ sampled."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tool_syntax import KIMI_TEMPLATE
+from tool_syntax import KIMI_TEMPLATE, LOOP_CALLS, calls_of, harness_loop, under
 
 from openforgerl.rollout.proxy.conversation import ToolCall
-from openforgerl.rollout.proxy.engine import ScriptTurn
-from openforgerl.rollout.proxy.template import HFChatTemplate
 from openforgerl.rollout.proxy.tool_parser import make_tool_parser, tool_parser_for
 from openforgerl.rollout.proxy.tool_parsers.kimi_k2 import (
     ARGUMENT_BEGIN,
@@ -24,7 +21,7 @@ from openforgerl.rollout.proxy.tool_parsers.kimi_k2 import (
     SECTION_BEGIN,
     SECTION_END,
 )
-from openforgerl.testing.proxy import InProcessProxy, streamed_and_whole, tool_loop
+from openforgerl.testing.proxy import streamed_and_whole
 
 KIMI = make_tool_parser("kimi_k2")
 TOOLS = [{"type": "function", "function": {"name": "edit", "parameters": {
@@ -83,21 +80,11 @@ def test_streaming_in_any_chunking_equals_parsing_the_whole_turn(pieces, data):
 
 
 def test_under_kimi_s_template_the_harness_gets_the_model_s_ids_and_every_call_extends_cleanly(policy):
-    tokenizer = copy.deepcopy(policy.tokenizer)
-    tokenizer.add_special_tokens({"additional_special_tokens": list(MARKERS)})  # as Kimi's tokenizer holds them
-    tokenizer.chat_template = KIMI_TEMPLATE
-    template = HFChatTemplate(tokenizer)
+    template = under(policy, KIMI_TEMPLATE, MARKERS)  # the markers special tokens, as Kimi's tokenizer holds them
     assert type(tool_parser_for(template, "auto")) is type(KIMI)
-    turns = [ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3}}]),
-             ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "line": 1}},
-                                    {"name": "ls", "arguments": {}}]),
-             ScriptTurn(text="done")]
-    proxy = InProcessProxy(turns, template=template)  # proxy.tool_parser left at auto
-
-    messages, trajectory = tool_loop(proxy, TOOLS, len(turns))
-    answers = [m for m in messages if m["role"] == "assistant"]
-    assert [[(c["id"], json.loads(c["function"]["arguments"])) for c in a.get("tool_calls") or []]
-            for a in answers] == [[("functions.edit:0", {"path": "a.py", "line": 3})],
-                                  [("functions.edit:0", {"path": "b.py", "line": 1}), ("functions.ls:1", {})], []]
-    assert answers[-1]["content"] == "done" and "<|tool" not in json.dumps(messages)
+    answers, trajectory = harness_loop(template, TOOLS)
+    assert [calls_of(a) for a in answers] == LOOP_CALLS
+    assert [[c["id"] for c in a.get("tool_calls") or []] for a in answers] == [
+        ["functions.edit:0"], ["functions.edit:0", "functions.ls:1"], []]  # as the model wrote them
+    assert answers[-1]["content"] == "done" and "<|tool" not in json.dumps(answers)
     assert trajectory["counts"]["clean"] == 3 and len(trajectory["segments"]) == 1

@@ -5,19 +5,16 @@ Mistral's templates write back: the history renders as sampled."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tool_syntax import MISTRAL_TEMPLATE
+from tool_syntax import LOOP_CALLS, MISTRAL_TEMPLATE, calls_of, harness_loop, under
 
 from openforgerl.rollout.proxy.conversation import ToolCall
-from openforgerl.rollout.proxy.engine import ScriptTurn
-from openforgerl.rollout.proxy.template import HFChatTemplate
 from openforgerl.rollout.proxy.tool_parser import CALL_ID_PREFIX, make_tool_parser, tool_parser_for
 from openforgerl.rollout.proxy.tool_parsers.mistral import ARGS, CALL_ID, MARKERS, TOOL_CALLS
-from openforgerl.testing.proxy import InProcessProxy, streamed_and_whole, tool_loop
+from openforgerl.testing.proxy import streamed_and_whole
 
 MISTRAL = make_tool_parser("mistral")
 TOOLS = [{"type": "function", "function": {"name": "edit", "parameters": {
@@ -77,22 +74,11 @@ def test_streaming_in_any_chunking_equals_parsing_the_whole_turn(pieces, data):
 
 
 def test_under_mistral_s_template_the_harness_gets_the_calls_and_every_call_extends_cleanly(policy):
-    tokenizer = copy.deepcopy(policy.tokenizer)
-    tokenizer.add_special_tokens({"additional_special_tokens": list(MARKERS)})  # as Mistral's tokenizers hold them
-    tokenizer.chat_template = MISTRAL_TEMPLATE
-    template = HFChatTemplate(tokenizer)
+    template = under(policy, MISTRAL_TEMPLATE, MARKERS)  # the markers special tokens, as Mistral's tokenizers hold them
     assert type(tool_parser_for(template, "auto")) is type(MISTRAL)
-    turns = [ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3}}]),
-             ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "line": 1}},
-                                    {"name": "edit", "arguments": {"path": "c.py", "line": 2}}]),
-             ScriptTurn(text="done")]
-    proxy = InProcessProxy(turns, template=template)  # proxy.tool_parser left at auto
-
-    messages, trajectory = tool_loop(proxy, TOOLS, len(turns))
-    answers = [m for m in messages if m["role"] == "assistant"]
-    assert [[json.loads(c["function"]["arguments"]) for c in a.get("tool_calls") or []] for a in answers] == [
-        [{"path": "a.py", "line": 3}], [{"path": "b.py", "line": 1}, {"path": "c.py", "line": 2}], []]
-    assert answers[-1]["content"] == "done" and "TOOL_CALLS" not in json.dumps(messages)
+    answers, trajectory = harness_loop(template, TOOLS)
+    assert [calls_of(a) for a in answers] == LOOP_CALLS
+    assert answers[-1]["content"] == "done" and "TOOL_CALLS" not in json.dumps(answers)
     # the ids the harness got end in those the model wrote, which the template writes back: no realignment
     assert trajectory["counts"]["clean"] == 3 and len(trajectory["segments"]) == 1
 
@@ -110,7 +96,8 @@ def test_every_wire_hands_the_template_the_call_ids_the_harness_sent_back():
             {"id": "call_0123a1b2c3d4e", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "call_0123a1b2c3d4e", "content": "ok"}])]
     anthropic = parse_messages([
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_0123a1b2c3d4e", "name": "ls", "input": {}}]},
+        {"role": "assistant",
+         "content": [{"type": "tool_use", "id": "toolu_0123a1b2c3d4e", "name": "ls", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_0123a1b2c3d4e", "content": "ok"}]}])
     responses = parse_input([
         {"type": "function_call", "call_id": "call_0123a1b2c3d4e", "name": "ls", "arguments": "{}"},

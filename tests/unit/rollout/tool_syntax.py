@@ -4,10 +4,14 @@ template written in a parser's syntax."""
 from __future__ import annotations
 
 import copy
+import json
+from typing import Any
 
 from hypothesis import strategies as st
 
+from openforgerl.rollout.proxy.engine import ScriptTurn
 from openforgerl.rollout.proxy.template import HFChatTemplate
+from openforgerl.testing.proxy import InProcessProxy, tool_loop
 
 VALUES = st.one_of(st.text(alphabet=st.sampled_from(list("ab <>/=\n{}\"é")), max_size=12),
                    st.integers(-5, 10**6), st.booleans(), st.none(), st.floats(-10, 10, allow_nan=False),
@@ -16,11 +20,38 @@ TYPE_OF = {str: "string", int: "integer", bool: "boolean", type(None): "null", f
            dict: "object"}
 
 
-def under(policy: HFChatTemplate, chat_template: str) -> HFChatTemplate:
-    """The policy's tokenizer with ``chat_template`` instead of its own."""
+def under(policy: HFChatTemplate, chat_template: str, markers: tuple[str, ...] = (),
+          special: bool = True) -> HFChatTemplate:
+    """The policy's tokenizer with ``chat_template`` instead of its own, and ``markers`` as tokens of their own
+    (``special``: ones decoding leaves out, as the families that spell calls in them hold them)."""
     tokenizer = copy.deepcopy(policy.tokenizer)
+    if markers:
+        if special:
+            tokenizer.add_special_tokens({"additional_special_tokens": list(markers)})
+        else:
+            tokenizer.add_tokens(list(markers))
     tokenizer.chat_template = chat_template
     return HFChatTemplate(tokenizer)
+
+
+LOOP_TURNS = [ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "a.py", "line": 3}}]),
+              ScriptTurn(tool_calls=[{"name": "edit", "arguments": {"path": "b.py", "line": 1}},
+                                     {"name": "ls", "arguments": {}}]),
+              ScriptTurn(text="done")]
+LOOP_CALLS = [[("edit", {"path": "a.py", "line": 3})], [("edit", {"path": "b.py", "line": 1}), ("ls", {})], []]
+"""What the harness gets from ``LOOP_TURNS``: each answer's calls, (name, arguments)."""
+
+
+def harness_loop(template: HFChatTemplate, tools: list[dict[str, Any]],
+                 turns: list[ScriptTurn] = LOOP_TURNS) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A harness's loop through a proxy left at ``proxy.tool_parser = auto``, the policy answering ``turns`` under
+    ``template``: the answers the harness got, and the rollout's trajectory."""
+    messages, trajectory = tool_loop(InProcessProxy(turns, template=template), tools, len(turns))
+    return [m for m in messages if m["role"] == "assistant"], trajectory
+
+
+def calls_of(answer: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in answer.get("tool_calls") or []]
 
 
 # A template that writes calls as Qwen3-Coder's does (its own wording, the same layout): each parameter on its own
@@ -118,7 +149,8 @@ MISTRAL_TEMPLATE = (
     "{{ '{\"name\": ' + (c.function.name | tojson) + ', \"arguments\": ' + (c.function.arguments | tojson) }}"
     "{{ ', \"id\": \"' + c.id[-9:] + '\"}' }}"
     "{%- endfor -%}{{ ']<|im_end|>\\n' }}"
-    "{%- elif m.role == 'tool' -%}{{ '<|im_start|>tool\\n' + m.content + ' [' + m.tool_call_id[-9:] + ']<|im_end|>\\n' }}"
+    "{%- elif m.role == 'tool' -%}"
+    "{{ '<|im_start|>tool\\n' + m.content + ' [' + m.tool_call_id[-9:] + ']<|im_end|>\\n' }}"
     "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")

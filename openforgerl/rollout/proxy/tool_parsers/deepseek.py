@@ -18,13 +18,12 @@ the whole turn give the same text and calls.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from openforgerl.rollout.proxy.conversation import Event, ToolCall, ToolCallDone, nesting_exceeds
+from openforgerl.rollout.proxy.conversation import Event, ToolCall, ToolCallDone
 from openforgerl.rollout.proxy.tool_parser import ToolParser, ToolStream, new_call_id
-from openforgerl.rollout.proxy.tool_parsers.hermes import Block, HermesStream
+from openforgerl.rollout.proxy.tool_parsers.hermes import Block, HermesStream, arguments_text
 
 CALLS_BEGIN, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 CALL_BEGIN, CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"
@@ -35,16 +34,10 @@ FENCE_OPEN, FENCE_CLOSE = "```json", "```"
 
 def _call(name: str, arguments: str) -> ToolCall | None:
     """A call to ``name`` with ``arguments`` (a JSON object's text), or None when either is not one."""
-    name = name.strip()
-    if not name or any(c.isspace() or c in "<>{}" for c in name):
+    name, text = name.strip(), arguments_text(arguments)
+    if not name or any(c.isspace() or c in "<>{}" for c in name) or text is None:
         return None
-    try:
-        data = json.loads(arguments)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict) or nesting_exceeds(data):
-        return None
-    return ToolCall(id=new_call_id(), name=name, arguments=json.dumps(data, ensure_ascii=False))
+    return ToolCall(id=new_call_id(), name=name, arguments=text)
 
 
 def read_v31(inner: str) -> ToolCall | None:

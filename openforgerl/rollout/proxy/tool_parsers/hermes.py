@@ -30,6 +30,19 @@ def parse_call(body: str) -> ToolCall | None:
     return ToolCall(id=new_call_id(), name=data["name"], arguments=text)
 
 
+def arguments_text(arguments: Any) -> str | None:
+    """A call's arguments as the JSON text the harness gets, from an object or the text of one; None when they are
+    not an object, or are nested deeper than the proxy writes back out (a malformed call)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(arguments, dict) or nesting_exceeds(arguments):
+        return None
+    return json.dumps(arguments, ensure_ascii=False)
+
+
 def partial_marker_len(text: str, marker: str) -> int:
     """Length of the longest suffix of ``text`` that is a proper prefix of ``marker``. Only a suffix that
     starts with the marker's first character can be one: those are looked at (most texts have none)."""

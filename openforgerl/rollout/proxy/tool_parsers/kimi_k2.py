@@ -14,13 +14,13 @@ well-formed section stays text; a stream and the whole turn give the same text a
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from openforgerl.rollout.proxy.conversation import ToolCall, nesting_exceeds
+from openforgerl.rollout.proxy.conversation import ToolCall
 from openforgerl.rollout.proxy.tool_parser import ToolParser, ToolStream
 from openforgerl.rollout.proxy.tool_parsers.deepseek import SectionStream
+from openforgerl.rollout.proxy.tool_parsers.hermes import arguments_text
 
 SECTION_BEGIN, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
 CALL_BEGIN, ARGUMENT_BEGIN, CALL_END = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"
@@ -31,16 +31,10 @@ CALL_ID = re.compile(r"functions\.([A-Za-z0-9_\-.]+):([0-9]+)")
 def read_call(inner: str) -> ToolCall | None:
     """``functions.NAME:N<|tool_call_argument_begin|>{ARGUMENTS}``."""
     written_id, sep, arguments = inner.partition(ARGUMENT_BEGIN)
-    found = CALL_ID.fullmatch(written_id.strip())
-    if not sep or found is None:
+    found, text = CALL_ID.fullmatch(written_id.strip()), arguments_text(arguments)
+    if not sep or found is None or text is None:
         return None
-    try:
-        data = json.loads(arguments)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict) or nesting_exceeds(data):
-        return None
-    return ToolCall(id=found[0], name=found[1], arguments=json.dumps(data, ensure_ascii=False))
+    return ToolCall(id=found[0], name=found[1], arguments=text)
 
 
 class KimiStream(SectionStream):

@@ -20,9 +20,9 @@ import json
 import secrets
 from typing import Any
 
-from openforgerl.rollout.proxy.conversation import Event, ToolCall, ToolCallDone, nesting_exceeds
+from openforgerl.rollout.proxy.conversation import Event, ToolCall, ToolCallDone
 from openforgerl.rollout.proxy.tool_parser import CALL_ID_PREFIX, ToolParser, ToolStream, new_call_id
-from openforgerl.rollout.proxy.tool_parsers.hermes import Block, HermesStream, partial_marker_len
+from openforgerl.rollout.proxy.tool_parsers.hermes import Block, HermesStream, arguments_text, partial_marker_len
 
 TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 MARKERS = (TOOL_CALLS, ARGS, CALL_ID)
@@ -41,17 +41,10 @@ def call_id(written: Any) -> str:
 def _call(name: Any, arguments: Any, written_id: Any = None) -> ToolCall | None:
     if not isinstance(name, str):
         return None
-    name = name.strip()
-    if not name or any(c.isspace() or c in "[]{}<>\"" for c in name):
+    name, text = name.strip(), arguments_text(arguments)
+    if not name or any(c.isspace() or c in "[]{}<>\"" for c in name) or text is None:
         return None
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except (ValueError, RecursionError):
-            return None
-    if not isinstance(arguments, dict) or nesting_exceeds(arguments):
-        return None
-    return ToolCall(id=call_id(written_id), name=name, arguments=json.dumps(arguments, ensure_ascii=False))
+    return ToolCall(id=call_id(written_id), name=name, arguments=text)
 
 
 def read_calls(rest: str) -> list[ToolCall] | None:
