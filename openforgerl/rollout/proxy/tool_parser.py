@@ -117,11 +117,9 @@ PROBE_IDS = ("forge0001", "functions.forge_probe:0")
 (Mistral's templates refuse any other), then Kimi K2's form (its template writes the id in place of the name)."""
 
 
-def written_call(template: ChatTemplate, parser: ToolParser | None = None) -> str | None:
-    """The text the policy writes for one call to ``forge_probe``, as the proxy reads it off the engine for
-    ``parser``: the chat template's render of that call in an answer, through the tokenizer and back with the
-    special tokens left out but the parser's markers (as a sampled answer is decoded). None when the template
-    writes no calls in an answer."""
+def probe_ids(template: ChatTemplate) -> list[int] | None:
+    """The ids the policy samples for one call to ``forge_probe``: the chat template's render of that call in an
+    answer, encoded. None when the template writes no calls in an answer (or refuses every probe)."""
     ask = [{"role": "user", "content": "Call the probe."}]
     for call_id in PROBE_IDS:
         call = ToolCall(id=call_id, name="forge_probe", arguments=json.dumps(PROBE_ARGUMENTS))
@@ -138,10 +136,15 @@ def written_call(template: ChatTemplate, parser: ToolParser | None = None) -> st
         if end and end in answer:
             answer = answer[:answer.index(end)]
         if "forge_probe" in answer:
-            break
-    else:
-        return None
-    return template.decode_keeping(template.encode(answer), kept_markers(template, parser) if parser else {})
+            return template.encode(answer)
+    return None
+
+
+def written_call(template: ChatTemplate, parser: ToolParser | None = None) -> str | None:
+    """The text of ``probe_ids`` as the proxy reads it off the engine for ``parser``: decoded with the special
+    tokens left out but the parser's markers (as a sampled answer is decoded). None as for ``probe_ids``."""
+    ids = probe_ids(template)
+    return None if ids is None else template.decode_keeping(ids, kept_markers(template, parser) if parser else {})
 
 
 def reads_probe(parser: ToolParser, text: str) -> bool:
@@ -151,15 +154,6 @@ def reads_probe(parser: ToolParser, text: str) -> bool:
         return len(calls) == 1 and calls[0].name == "forge_probe" and json.loads(calls[0].arguments) == PROBE_ARGUMENTS
     except Exception:  # a parser that chokes on another family's syntax does not read it
         return False
-
-
-def reads(template: ChatTemplate, parser: ToolParser, text: str) -> bool:
-    """Whether ``parser`` reads the probe call as ``template`` writes it (``text``: as decoded for parsers without
-    markers; a parser with markers reads its own decoding, which keeps them)."""
-    if parser.markers:
-        mine = written_call(template, parser)
-        return mine is not None and reads_probe(parser, mine)
-    return reads_probe(parser, text)
 
 
 def tool_parser_for(template: ChatTemplate, name: str, setting: str = "proxy.tool_parser") -> ToolParser:
@@ -185,22 +179,25 @@ def _checked_name(template: ChatTemplate, name: str, setting: str) -> str:
     if name != AUTO and name not in TOOL_PARSERS:
         raise UserError(f"{setting}: unknown tool parser {name!r}",
                         fix="use one of: " + ", ".join([AUTO, *TOOL_PARSERS.names()]))
-    text = written_call(template)  # as every parser without markers reads it
-    if text is None:
+    ids = probe_ids(template)
+    if ids is None:
         if name == AUTO:
             log.warning("the chat template renders no tool call in an answer (or refuses to render the probe's), so "
                         "the tool parser cannot be told from it: using hermes (set %s to choose)", setting)
             return "hermes"
         return name
-    if name != AUTO and reads(template, make_tool_parser(name), text):
+
+    def reads(parser: ToolParser) -> bool:  # each parser reads the probe as decoded for it (its markers kept)
+        return reads_probe(parser, template.decode_keeping(ids, kept_markers(template, parser)))
+
+    if name != AUTO and reads(make_tool_parser(name)):
         return name
-    readers = [other for other in TOOL_PARSERS.names()
-               if other != name and reads(template, make_tool_parser(other), text)]
+    readers = [other for other in TOOL_PARSERS.names() if other != name and reads(make_tool_parser(other))]
     if name == AUTO and readers:
         log.info("tool calls: the %s parser reads them as the policy's chat template writes them (%s auto)",
                  readers[0], setting)
         return readers[0]
-    shown = text.strip()
+    shown = template.decode(ids).strip()  # as decoded, no marker kept
     shown = repr(shown if len(shown) <= 160 else shown[:157] + "...")
     what = f"{setting} {name!r}: " + ("no tool parser reads" if name == AUTO else "it does not read") + \
         f" the tool calls the policy's chat template writes, {shown} (as decoded, special tokens left out)"
